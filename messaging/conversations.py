@@ -1,0 +1,58 @@
+"""Bulk conversation upserts, written as one multi-row statement per chunk.
+
+Idempotent: ``last_msgkey`` and ``sort_key`` only move forward (GREATEST), so a redelivered batch or
+an older message applied late changes nothing; ``mtime`` strictly increases on every applied
+change (max(old + 1, now)), so cache tiers can compare versions.
+The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+TABLE = "messaging_conversation"
+CHUNK = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationTouch:
+    owner: int
+    peer: int
+    category: str
+    msgkey: int
+
+
+def _sql(rows: int) -> str:
+    values = ", ".join(["(%s, %s, %s, %s, %s, 0, 0, 0, %s)"] * rows)
+    head = (
+        f"INSERT INTO {TABLE} (owner_uid, peer_uid, category, last_msgkey, sort_key, "
+        f"read_upto, pinned, muted, mtime) VALUES {values}"
+    )
+    if connection.vendor == "mysql":
+        return head + (
+            " ON DUPLICATE KEY UPDATE category = VALUES(category), "
+            "last_msgkey = GREATEST(last_msgkey, VALUES(last_msgkey)), "
+            "sort_key = GREATEST(sort_key, VALUES(sort_key)), "
+            "mtime = GREATEST(mtime + 1, VALUES(mtime))"
+        )
+    return head + (
+        " ON CONFLICT (owner_uid, peer_uid) DO UPDATE SET category = excluded.category, "
+        "last_msgkey = max(last_msgkey, excluded.last_msgkey), "
+        "sort_key = max(sort_key, excluded.sort_key), "
+        "mtime = max(mtime + 1, excluded.mtime)"
+    )
+
+
+def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -> None:
+    with connection.cursor() as cur:
+        for start in range(0, len(touches), CHUNK):
+            chunk = touches[start : start + CHUNK]
+            params = [
+                v
+                for t in chunk
+                for v in (t.owner, t.peer, t.category, t.msgkey, t.msgkey, mtime)
+            ]
+            cur.execute(_sql(len(chunk)), params)

@@ -1,0 +1,143 @@
+"""The inbox contract: per-(owner, peer) timelines of msgkeys, newest first.
+
+An entry is one side's copy of one message: a 1:1 send writes two (the sender's ``SENT`` copy and
+the receiver's ``RECEIVED`` copy), a bulk send one per recipient. Each side deletes its own copy.
+Writes are idempotent: the same (owner, peer, msgkey) written twice is one entry.
+
+Backends implement five primitives; the public API below is built on them:
+  ``_put(entries)``, ``_scan(owner, peer, before, limit)``, ``_keys(owner, peer)``,
+  ``_delete(keys)``, ``_peers(owner)``.
+``count_after`` counts what is unread: RECEIVED entries newer than a msgkey and not recalled.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+RECEIVED = 0
+SENT = 1
+FLAG_RECALLED = 1
+
+Key = tuple[int, int, int]  # (owner, peer, msgkey)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    owner: int
+    peer: int
+    msgkey: int
+    direction: int = RECEIVED
+    flags: int = 0
+
+    @property
+    def key(self) -> Key:
+        return (self.owner, self.peer, self.msgkey)
+
+    @property
+    def counts_as_unread(self) -> bool:
+        return self.direction == RECEIVED and not self.flags & FLAG_RECALLED
+
+
+@dataclass(frozen=True, slots=True)
+class InboxPage:
+    entries: list[InboxEntry]
+    next_before: int | None  # pass as ``before`` for the next (older) page; None at the end
+
+
+class Inbox(ABC):
+    """Public API; subclasses implement the primitives only."""
+
+    scan_chunk = 1000
+
+    # -- public API ------------------------------------------------------------------------
+    def add_many(self, entries: Iterable[InboxEntry]) -> None:
+        batch = list(entries)
+        if batch:
+            self._put(batch)
+
+    def add(self, entry: InboxEntry) -> None:
+        self.add_many([entry])
+
+    def page(self, owner: int, peer: int, before: int | None = None, limit: int = 50) -> InboxPage:
+        rows = self._scan(owner, peer, before, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return InboxPage(rows, rows[-1].msgkey if more and rows else None)
+
+    def get(self, owner: int, peer: int, msgkey: int) -> InboxEntry | None:
+        rows = self._scan(owner, peer, msgkey + 1, 1)
+        return rows[0] if rows and rows[0].msgkey == msgkey else None
+
+    def count(self, owner: int, peer: int) -> int:
+        return sum(1 for _ in self._keys(owner, peer))
+
+    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
+        return sum(1 for e in self._iter_newer(owner, peer, msgkey) if e.counts_as_unread)
+
+    def set_flags(self, entries: Iterable[InboxEntry], flags: int) -> None:
+        """Rewrite existing entries with new flags (recall marks both sides' copies)."""
+        self.add_many(
+            InboxEntry(e.owner, e.peer, e.msgkey, e.direction, flags) for e in entries
+        )
+
+    def remove(self, owner: int, peer: int, msgkeys: Iterable[int]) -> None:
+        self._delete([(owner, peer, k) for k in msgkeys])
+
+    def remove_conversation(self, owner: int, peer: int) -> None:
+        self._delete_chunked(self._keys(owner, peer))
+
+    def remove_all(self, owner: int) -> list[int]:
+        """Delete every entry ``owner`` holds; returns the peers that had entries."""
+        peers = list(self._peers(owner))
+        for peer in peers:
+            self.remove_conversation(owner, peer)
+        return peers
+
+    def peers(self, owner: int) -> list[int]:
+        return list(self._peers(owner))
+
+    # -- helpers on top of primitives -------------------------------------------------------
+    def _iter_newer(self, owner: int, peer: int, msgkey: int) -> Iterator[InboxEntry]:
+        before: int | None = None
+        while True:
+            rows = self._scan(owner, peer, before, self.scan_chunk)
+            for row in rows:
+                if row.msgkey <= msgkey:
+                    return
+                yield row
+            if len(rows) < self.scan_chunk:
+                return
+            before = rows[-1].msgkey
+
+    def _delete_chunked(self, keys: Iterable[Key]) -> None:
+        chunk: list[Key] = []
+        for key in keys:
+            chunk.append(key)
+            if len(chunk) >= self.scan_chunk:
+                self._delete(chunk)
+                chunk = []
+        if chunk:
+            self._delete(chunk)
+
+    # -- primitives -------------------------------------------------------------------------
+    @abstractmethod
+    def _put(self, entries: Sequence[InboxEntry]) -> None:
+        """Write entries; an existing (owner, peer, msgkey) is overwritten with the same key."""
+
+    @abstractmethod
+    def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
+        """Up to ``limit`` entries with msgkey < ``before`` (all if None), newest first."""
+
+    @abstractmethod
+    def _keys(self, owner: int, peer: int) -> Iterator[Key]:
+        """Every key of one conversation, streamed."""
+
+    @abstractmethod
+    def _delete(self, keys: Sequence[Key]) -> None:
+        """Delete the given keys; missing ones are ignored."""
+
+    @abstractmethod
+    def _peers(self, owner: int) -> Iterator[int]:
+        """Distinct peers ``owner`` holds entries with."""

@@ -1,0 +1,119 @@
+"""HBase inbox backend (happybase over the Thrift gateway).
+
+Table ``<prefix>_inbox``, family ``d``, one tall narrow row per entry:
+
+    rowkey = salt (1 B: crc32(owner) mod 16) | owner (8 B) | peer (8 B) | ~msgkey (8 B)
+    d:v    = direction (1 B) | flags (1 B)
+
+The bitwise-not msgkey makes a forward prefix scan on ``salt|owner|peer`` read newest first; a page
+cursor is a msgkey, turned back into a start row. The salt spreads owners over the 16 pre-split
+regions so one big account never makes one hot region, while keeping each owner in one region.
+Puts are idempotent (same rowkey, same value); batches go out as one Thrift mutateRows call.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import happybase
+
+from config import hbase
+from messaging.inbox.base import Inbox, InboxEntry, Key
+
+TABLE = "inbox"
+FAMILY = b"d"
+COLUMN = b"d:v"
+MASK64 = (1 << 64) - 1
+SALTS = 16
+
+
+def salt(owner: int) -> bytes:
+    return bytes([zlib.crc32(struct.pack(">Q", owner)) % SALTS])
+
+
+def owner_prefix(owner: int) -> bytes:
+    return salt(owner) + struct.pack(">Q", owner)
+
+
+def conv_prefix(owner: int, peer: int) -> bytes:
+    return owner_prefix(owner) + struct.pack(">Q", peer)
+
+
+def rowkey(owner: int, peer: int, msgkey: int) -> bytes:
+    return conv_prefix(owner, peer) + struct.pack(">Q", ~msgkey & MASK64)
+
+
+def parse_row(key: bytes, data: dict[bytes, bytes]) -> InboxEntry:
+    owner, peer, inv = struct.unpack(">QQQ", key[1:25])
+    value = data.get(COLUMN) or b"\x00\x00"  # empty under KeyOnlyFilter
+    return InboxEntry(owner, peer, ~inv & MASK64, value[0], value[1])
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first row after every row that starts with ``prefix``."""
+    as_int = int.from_bytes(prefix, "big") + 1
+    return as_int.to_bytes(len(prefix), "big")
+
+
+class HBaseInbox(Inbox):
+    batch_size = 1000
+
+    def _put(self, entries: Sequence[InboxEntry]) -> None:
+        def write(conn: happybase.Connection) -> None:
+            with conn.table(TABLE).batch(batch_size=self.batch_size) as batch:
+                for e in entries:
+                    batch.put(rowkey(e.owner, e.peer, e.msgkey), {COLUMN: bytes([e.direction, e.flags])})
+
+        hbase.call(write)
+
+    def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
+        if before is not None and before <= 0:
+            return []
+        prefix = conv_prefix(owner, peer)
+        start = prefix if before is None else rowkey(owner, peer, before - 1)
+        return self._rows(start, prefix_end(prefix), limit)
+
+    def _keys(self, owner: int, peer: int) -> Iterator[Key]:
+        prefix = conv_prefix(owner, peer)
+        rows = self._rows(prefix, prefix_end(prefix), None, keys_only=True)
+        return (e.key for e in rows)
+
+    def _delete(self, keys: Sequence[Key]) -> None:
+        def delete(conn: happybase.Connection) -> None:
+            with conn.table(TABLE).batch(batch_size=self.batch_size) as batch:
+                for owner, peer, msgkey in keys:
+                    batch.delete(rowkey(owner, peer, msgkey))
+
+        hbase.call(delete)
+
+    def _peers(self, owner: int) -> Iterator[int]:
+        """Distinct peers, skipping over each conversation with one seek (no full scan)."""
+        prefix = owner_prefix(owner)
+        start, stop = prefix, prefix_end(prefix)
+        while True:
+            rows = self._rows(start, stop, 1, keys_only=True)
+            if not rows:
+                return
+            yield rows[0].peer
+            start = prefix_end(conv_prefix(owner, rows[0].peer))
+
+    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
+        prefix = conv_prefix(owner, peer)
+        stop = rowkey(owner, peer, msgkey)  # rows before it hold newer msgkeys
+        return sum(1 for e in self._rows(prefix, stop, None) if e.counts_as_unread)
+
+    def _rows(
+        self, start: bytes, stop: bytes, limit: int | None, keys_only: bool = False
+    ) -> list[InboxEntry]:
+        kwargs: dict[str, Any] = {"row_start": start, "row_stop": stop, "limit": limit}
+        kwargs["batch_size"] = min(limit or 1000, 1000)
+        if keys_only:
+            kwargs["filter"] = b"KeyOnlyFilter()"
+
+        def scan(conn: happybase.Connection) -> list[InboxEntry]:
+            return [parse_row(k, d) for k, d in conn.table(TABLE).scan(**kwargs)]
+
+        return hbase.call(scan)

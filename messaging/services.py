@@ -1,0 +1,258 @@
+"""Messaging actions: send, recall, read, delete, block, follow.
+
+Plural first: ``deliver_many`` writes one message into many timelines (inbox rows, conversations,
+unread counters, delivery events); a 1:1 send is that fan-out with the sender's own copy added.
+Every step is idempotent, so a retried send (same sender and client_msg_id) re-runs the fan-out
+to finish a delivery an earlier attempt left half done, and changes nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from messaging import msgkey as keys
+from messaging.content import validate_content
+from messaging.conversations import ConversationTouch, conversations_touch_many
+from messaging.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
+from messaging.events import publish_deliveries
+from messaging.inbox import InboxEntry, get_inbox
+from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
+from messaging.models import (
+    Account,
+    Block,
+    Category,
+    ClientMessage,
+    Conversation,
+    Follow,
+    Message,
+    MessageStatus,
+)
+from unread.services import unread_add, unread_clear_all, unread_incr_many, unread_set
+
+RECALL_WINDOW = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message: Message
+    receiver_uid: int
+    created: bool
+
+
+# -- categories --------------------------------------------------------------------------------
+def categories_for(owner_uids: Sequence[int], peer_uid: int) -> dict[int, str]:
+    """The category each owner files ``peer_uid`` under (business/system senders first)."""
+    kind = Account.objects.filter(uid=peer_uid).values_list("kind", flat=True).first()
+    if kind:
+        return dict.fromkeys(owner_uids, kind)
+    followers = set(
+        Follow.objects.filter(followee_uid=peer_uid, follower_uid__in=owner_uids).values_list(
+            "follower_uid", flat=True
+        )
+    )
+    return {o: Category.FOLLOWED if o in followers else Category.STRANGER for o in owner_uids}
+
+
+# -- fan-out -----------------------------------------------------------------------------------
+def deliver_many(
+    *, sender_uid: int, receiver_uids: Sequence[int], msgkey: int, category: str,
+    marker: str, with_outbox: bool = False, sender_category: str | None = None,
+) -> None:
+    """Write ``msgkey`` into every receiver's timeline (and the sender's, for 1:1)."""
+    entries = [InboxEntry(r, sender_uid, msgkey, RECEIVED) for r in receiver_uids]
+    touches = [ConversationTouch(r, sender_uid, category, msgkey) for r in receiver_uids]
+    if with_outbox:
+        entries += [InboxEntry(sender_uid, r, msgkey, SENT) for r in receiver_uids]
+        side = sender_category or Category.STRANGER
+        touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
+    get_inbox().add_many(entries)
+    conversations_touch_many(touches, keys.now_ms())
+    unread_incr_many(
+        owner_uids=receiver_uids, peer_uid=sender_uid, category=category, marker=marker
+    )
+    publish_deliveries(receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
+
+
+# -- 1:1 send ------------------------------------------------------------------------------------
+def _digest(receiver_uid: int, content: dict[str, Any]) -> str:
+    canonical = json.dumps([receiver_uid, content], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def message_send(
+    *, sender_uid: int, receiver_uid: int, content: Any, client_msg_id: str
+) -> SendResult:
+    body = validate_content(content)
+    if sender_uid == receiver_uid:
+        raise InvalidInput("A user cannot message themselves.", {"receiver_uid": "is the sender"})
+    digest = _digest(receiver_uid, body)
+    existing = ClientMessage.objects.filter(
+        sender_uid=sender_uid, client_msg_id=client_msg_id
+    ).first()
+    if existing is None:
+        if Block.objects.filter(owner_uid=receiver_uid, blocked_uid=sender_uid).exists():
+            raise Blocked("The receiver has blocked this sender.")
+        try:
+            return _send_new(sender_uid, receiver_uid, body, client_msg_id, digest)
+        except IntegrityError:  # a concurrent retry with the same client_msg_id won the race
+            existing = ClientMessage.objects.get(sender_uid=sender_uid, client_msg_id=client_msg_id)
+    return _replay(existing, digest)
+
+
+def _send_new(
+    sender_uid: int, receiver_uid: int, body: dict[str, Any], client_msg_id: str, digest: str
+) -> SendResult:
+    msgkey = keys.next_msgkey()
+    with transaction.atomic():
+        ClientMessage.objects.create(
+            sender_uid=sender_uid, client_msg_id=client_msg_id, msgkey=msgkey,
+            receiver_uid=receiver_uid, digest=digest,
+        )
+        message = Message.objects.create(
+            msgkey=msgkey, sender_uid=sender_uid, type=body["type"], body=body,
+            created_at=keys.created_at(msgkey),
+        )
+    _deliver_one(message, receiver_uid)
+    return SendResult(message, receiver_uid, created=True)
+
+
+def _replay(existing: ClientMessage, digest: str) -> SendResult:
+    if existing.digest != digest:
+        raise Conflict("client_msg_id was already used for a different message.")
+    message = Message.objects.get(msgkey=existing.msgkey)
+    _deliver_one(message, existing.receiver_uid)  # idempotent: finishes a half-done delivery
+    return SendResult(message, existing.receiver_uid, created=False)
+
+
+def _deliver_one(message: Message, receiver_uid: int) -> None:
+    sender = message.sender_uid
+    deliver_many(
+        sender_uid=sender, receiver_uids=[receiver_uid], msgkey=message.msgkey,
+        category=categories_for([receiver_uid], sender)[receiver_uid],
+        marker=f"m:{message.msgkey}", with_outbox=True,
+        sender_category=categories_for([sender], receiver_uid)[sender],
+    )
+
+
+# -- recall --------------------------------------------------------------------------------------
+def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False) -> Message:
+    message = Message.objects.filter(msgkey=msgkey).first()
+    if message is None:
+        raise NotFound("No such message.")
+    if not operator:
+        if actor_uid != message.sender_uid:
+            raise Forbidden("Only the sender (or an operator) can recall a message.")
+        if timezone.now() - message.created_at > RECALL_WINDOW:
+            raise Forbidden("The recall window (2 minutes) has passed.")
+    if message.status == MessageStatus.RECALLED:
+        return message
+    Message.objects.filter(msgkey=msgkey).update(status=MessageStatus.RECALLED)
+    message.status = MessageStatus.RECALLED
+    for sent in ClientMessage.objects.filter(msgkey=msgkey):
+        _recall_copies(message, sent.receiver_uid)
+    return message
+
+
+def _recall_copies(message: Message, receiver_uid: int) -> None:
+    inbox = get_inbox()
+    copies = [
+        e
+        for e in (
+            inbox.get(receiver_uid, message.sender_uid, message.msgkey),
+            inbox.get(message.sender_uid, receiver_uid, message.msgkey),
+        )
+        if e is not None
+    ]
+    conv = Conversation.objects.filter(owner_uid=receiver_uid, peer_uid=message.sender_uid).first()
+    was_unread = any(e.owner == receiver_uid and e.counts_as_unread for e in copies)
+    inbox.set_flags(copies, FLAG_RECALLED)
+    if conv and was_unread and message.msgkey > conv.read_upto:
+        unread_add(owner_uid=receiver_uid, peer_uid=message.sender_uid,
+                   category=conv.category, delta=-1)
+    _bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
+
+
+def _bump(pairs: Sequence[tuple[int, int]]) -> None:
+    now = keys.now_ms()
+    for owner, peer in pairs:
+        conv = Conversation.objects.filter(owner_uid=owner, peer_uid=peer).first()
+        if conv is not None:
+            Conversation.objects.filter(pk=conv.pk).update(mtime=max(conv.mtime + 1, now))
+
+
+# -- read position --------------------------------------------------------------------------------
+def conversation_get(owner_uid: int, peer_uid: int) -> Conversation:
+    conv = Conversation.objects.filter(owner_uid=owner_uid, peer_uid=peer_uid).first()
+    if conv is None:
+        raise NotFound("No such conversation.")
+    return conv
+
+
+def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | None = None) -> int:
+    """Move the read position; returns the conversation's unread count after it."""
+    conv = conversation_get(owner_uid, peer_uid)
+    upto = conv.last_msgkey if upto_msgkey is None else upto_msgkey
+    remaining = 0 if upto >= conv.last_msgkey else get_inbox().count_after(owner_uid, peer_uid, upto)
+    Conversation.objects.filter(pk=conv.pk).update(
+        read_upto=upto, mtime=max(conv.mtime + 1, keys.now_ms())
+    )
+    unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=remaining)
+    return remaining
+
+
+# -- one-sided deletes ------------------------------------------------------------------------------
+def message_delete(*, owner_uid: int, peer_uid: int, msgkey: int) -> None:
+    conv = conversation_get(owner_uid, peer_uid)
+    inbox = get_inbox()
+    entry = inbox.get(owner_uid, peer_uid, msgkey)
+    if entry is None:
+        raise NotFound("No such message in this conversation.")
+    inbox.remove(owner_uid, peer_uid, [msgkey])
+    if entry.counts_as_unread and msgkey > conv.read_upto:
+        unread_add(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, delta=-1)
+    if msgkey == conv.last_msgkey:
+        _reset_last(conv)
+
+
+def _reset_last(conv: Conversation) -> None:
+    newest = get_inbox().page(conv.owner_uid, conv.peer_uid, None, 1).entries
+    if not newest:
+        conversation_delete(owner_uid=conv.owner_uid, peer_uid=conv.peer_uid)
+        return
+    Conversation.objects.filter(pk=conv.pk).update(
+        last_msgkey=newest[0].msgkey, sort_key=newest[0].msgkey,
+        mtime=max(conv.mtime + 1, keys.now_ms()),
+    )
+
+
+def conversation_delete(*, owner_uid: int, peer_uid: int) -> None:
+    conv = conversation_get(owner_uid, peer_uid)
+    get_inbox().remove_conversation(owner_uid, peer_uid)
+    unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=0)
+    conv.delete()
+
+
+def messages_delete_all(*, owner_uid: int) -> int:
+    """Delete everything ``owner_uid`` holds; returns how many conversations went."""
+    get_inbox().remove_all(owner_uid)
+    deleted, _ = Conversation.objects.filter(owner_uid=owner_uid).delete()
+    unread_clear_all(owner_uid=owner_uid)
+    return deleted
+
+
+# -- blocks and follows -------------------------------------------------------------------------------
+def block_set(*, owner_uid: int, blocked_uid: int, blocked: bool) -> None:
+    if owner_uid == blocked_uid:
+        raise InvalidInput("A user cannot block themselves.", {"peer_uid": "is the user"})
+    if blocked:
+        Block.objects.get_or_create(owner_uid=owner_uid, blocked_uid=blocked_uid)
+    else:
+        Block.objects.filter(owner_uid=owner_uid, blocked_uid=blocked_uid).delete()

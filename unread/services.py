@@ -1,0 +1,61 @@
+"""Unread counters: every change goes through one Lua script, so totals equal their parts.
+
+Plural first: ``unread_incr_many`` counts one message for many owners in one script call (a bulk
+batch); a 1:1 send is a fan-out of one. ``marker`` names the change (a batch, a message) and makes
+it idempotent: a redelivered task finds the marker and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from config.redis import get_redis
+from unread import keys, lua
+
+MARKER_TTL_S = 7 * 24 * 3600
+
+
+def unread_incr_many(
+    *, owner_uids: Sequence[int], peer_uid: int, category: str, marker: str | None,
+    delta: int = 1, client: Any = None,
+) -> int:
+    if not owner_uids:
+        return 0
+    marker_key = keys.applied_marker(marker) if marker else keys.applied_marker("none")
+    all_keys = [marker_key, *(keys.unread(uid) for uid in owner_uids)]
+    args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
+    return int(lua.call("incr_many", all_keys, args, client=client) or 0)
+
+
+def unread_incr(*, owner_uid: int, peer_uid: int, category: str, marker: str | None) -> int:
+    return unread_incr_many(
+        owner_uids=[owner_uid], peer_uid=peer_uid, category=category, marker=marker
+    )
+
+
+def unread_set(*, owner_uid: int, peer_uid: int, category: str, count: int) -> int:
+    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "set", count]))
+
+
+def unread_add(*, owner_uid: int, peer_uid: int, category: str, delta: int) -> int:
+    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "add", delta]))
+
+
+def unread_clear_all(*, owner_uid: int) -> None:
+    get_redis().delete(keys.unread(owner_uid))
+
+
+@dataclass(frozen=True)
+class Replaced:
+    old_total: int
+    new_total: int
+    conversations_changed: int
+
+
+def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int]]) -> Replaced:
+    """Atomically replace one user's counters with recomputed ``(peer, category, count)``."""
+    args = [v for peer, category, n in counts for v in (peer, category, n)]
+    old, new, changed = lua.call("replace", [keys.unread(owner_uid)], args)
+    return Replaced(int(old), int(new), int(changed))
