@@ -82,6 +82,8 @@ def _database() -> dict[str, Any]:
     if db["ENGINE"] == "django.db.backends.mysql":
         db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
         db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
+        if os.environ.get("DATABASE_TEST_NAME"):  # parallel suites on one server
+            db["TEST"]["NAME"] = os.environ["DATABASE_TEST_NAME"]
     elif db["ENGINE"] == "django.db.backends.sqlite3":
         # Web and worker processes share the file: WAL lets readers run beside one writer.
         db["CONN_MAX_AGE"] = 0
@@ -133,6 +135,9 @@ HBASE = {
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["messaging.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["messaging.auth.IsApiClient"],
+    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Missive API", "VERSION": "1"}

@@ -1,0 +1,49 @@
+# Missive: `make demo` (embedded default, nothing to install) and `make test` (real services).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHELL := /bin/bash
+
+# The services `make test` runs against (scripts/services starts them on loopback).
+TEST_ENV := DATABASE_URL=mysql://missive:missive@127.0.0.1:3306/missive \
+	REDIS_URL=redis://127.0.0.1:6379/2 CELERY_BROKER_URL=redis://127.0.0.1:6379/3 \
+	HBASE_THRIFT_HOST=127.0.0.1 HBASE_THRIFT_PORT=9090 HBASE_THRIFT2_PORT=9091 \
+	HBASE_TABLE_PREFIX=test_missive
+
+.PHONY: demo test lint services-up services-down bench clean
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel
+
+# The demo's install path: no mysqlclient (it needs MariaDB's headers), no servers.
+$(VENV)/.demo: $(VENV)/bin/activate pyproject.toml
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/bin/activate pyproject.toml
+	$(PY) -m pip install -q -e '.[mysql,server,dev]'
+	touch $@ $(VENV)/.demo
+
+demo: $(VENV)/.demo
+	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL -u INBOX_BACKEND $(PY) scripts/demo.py
+
+services-up:
+	PYTHON=$(PY) scripts/services up
+
+services-down:
+	scripts/services down
+
+test: $(VENV)/bin/activate
+	PYTHON=$(PY) scripts/services up
+	$(MAKE) $(VENV)/.test
+	$(MAKE) lint
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+clean:
+	rm -rf $(VENV) var/missive.sqlite3*

@@ -1,0 +1,85 @@
+"""One round trip per service through the project's own code (the foundation's smoke suite)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.checks import run_checks
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from config import hbase
+from config.redis import get_redis
+from messaging import selectors
+from messaging.models import Follow, Message
+from tests.conftest import wait_for
+
+
+@pytest.mark.django_db
+def test_orm_round_trip_on_mariadb_keeps_four_byte_emoji() -> None:
+    assert connection.vendor == "mysql"
+    Message.objects.create(
+        msgkey=42, sender_uid=1, type="text", body={"type": "text", "text": "🚀 ok"},
+        created_at=timezone.now(),
+    )
+    assert Message.objects.get(msgkey=42).body["text"] == "🚀 ok"
+    Follow.objects.create(follower_uid=1, followee_uid=2, followed_at=timezone.now())
+    assert list(Follow.objects.filter(followee_uid=2).values_list("follower_uid", flat=True)) == [1]
+
+
+def test_redis_round_trip_through_configured_client() -> None:
+    client = get_redis()
+    client.set("foundation:probe", "v")
+    assert client.get("foundation:probe") == b"v"
+    assert client.eval("return redis.call('INCRBY', KEYS[1], ARGV[1])", 1, "foundation:n", 5) == 5
+
+
+def test_hbase_put_and_scan_through_connection_helper(uid: int) -> None:
+    row = b"\x00probe" + str(uid).encode()
+
+    def put_then_scan(conn):  # type: ignore[no-untyped-def]
+        table = conn.table("inbox")
+        table.put(row, {b"d:v": b"\x01\x00"})
+        found = list(table.scan(row_prefix=row))
+        table.delete(row)
+        return found
+
+    assert hbase.call(put_then_scan) == [(row, {b"d:v": b"\x01\x00"})]
+
+
+def test_hbase_helper_retries_once_after_the_gateway_dropped_the_connection(uid: int) -> None:
+    def drop_then_list(conn):  # type: ignore[no-untyped-def]
+        return conn.tables()
+
+    hbase.call(drop_then_list)
+    with hbase.pool().connection() as conn:  # sever the pooled socket under the pool's feet
+        conn.transport.close()
+    assert "inbox" in hbase.call(drop_then_list)
+
+
+@override_settings(INBOX_BACKEND="hbase", HBASE={**hbase.options(), "PORT": 1})
+def test_system_check_names_the_missing_hbase_in_one_sentence() -> None:
+    errors = [e for e in run_checks(tags=["missive"]) if e.id == "missive.E002"]
+    assert [e.msg for e in errors] == [
+        "INBOX_BACKEND=hbase but no HBase Thrift server answers at 127.0.0.1:1"
+    ]
+
+
+@override_settings(INBOX_BACKEND="cassandra")
+def test_system_check_rejects_an_unknown_inbox_backend() -> None:
+    errors = run_checks(tags=["missive"])
+    assert any(e.id == "missive.E001" and "cassandra" in e.msg for e in errors)
+
+
+def test_celery_task_runs_in_a_real_worker_process(workers, uids) -> None:  # type: ignore[no-untyped-def]
+    from messaging import tasks
+
+    alice, bob = uids(2)
+    workers.start(queues="messaging", concurrency=1)
+    content = {"type": "text", "text": "via worker"}
+    msgkey = tasks.send.delay(alice, bob, content, "c-1").get(timeout=120)
+    page = wait_for(lambda: selectors.conversation_list(bob).results)
+    assert page[0].peer_uid == alice
+    assert page[0].last_message is not None
+    assert page[0].last_message["msgkey"] == int(msgkey)
+    assert page[0].unread == 1

@@ -1,0 +1,144 @@
+"""Shared fixtures: real MariaDB (pytest-django's test database), Redis, HBase and Celery workers.
+
+Under CI (``CI`` set) every service must answer before any test runs: a missing service fails the
+session, it never turns into skips. Tests isolate by unique uids (``uids`` fixture) in the shared
+HBase tables, and by flushing the test Redis database before each test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _service_problems() -> list[str]:
+    from config import hbase
+    from config.redis import get_redis
+
+    problems = []
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.mysql":
+        problems.append("DATABASE_URL does not point at MySQL/MariaDB")
+    try:
+        get_redis().ping()
+    except Exception as exc:
+        problems.append(f"Redis at {settings.REDIS_URL} does not answer: {exc}")
+    try:
+        hbase.ping()
+    except Exception as exc:
+        problems.append(f"HBase Thrift at {hbase.address()} does not answer: {exc}")
+    return problems
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("CI"):
+        problems = _service_problems()
+        if problems:
+            pytest.exit("services missing under CI: " + "; ".join(problems), returncode=3)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hbase_tables(django_db_blocker: Any) -> None:
+    """Create the (test-prefixed) HBase tables once per session."""
+    from config.hbase_tables import ensure_tables
+
+    ensure_tables()
+
+
+@pytest.fixture(autouse=True)
+def clean_redis() -> Iterator[None]:
+    from config.redis import get_redis
+
+    get_redis().flushdb()
+    yield
+
+
+_uid_counter = itertools.count(1)
+_uid_base = random.randrange(1 << 20, 1 << 40) * 1_000_000
+
+
+@pytest.fixture
+def uids() -> Callable[[int], list[int]]:
+    """Fresh uids, unique across tests and runs (HBase tables are shared, not truncated)."""
+
+    def make(n: int = 1) -> list[int]:
+        return [_uid_base + next(_uid_counter) for _ in range(n)]
+
+    return make
+
+
+@pytest.fixture
+def uid(uids: Callable[[int], list[int]]) -> int:
+    return uids(1)[0]
+
+
+def _worker_env(db_name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    db = settings.DATABASES["default"]
+    env["DATABASE_URL"] = (
+        f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db_name}"
+    )
+    return env
+
+
+class Workers:
+    """Real ``celery worker`` processes on the test database; killable for fault tests."""
+
+    def __init__(self, db_name: str) -> None:
+        self.env = _worker_env(db_name)
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, queues: str = "messaging,bulk.daily,bulk.priority", concurrency: int = 2,
+              name: str | None = None) -> subprocess.Popen[bytes]:
+        node = name or f"w{len(self.procs)}-{os.getpid()}@%h"
+        cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues,
+               "-c", str(concurrency), "-n", node, "--without-gossip", "--without-mingle",
+               "--without-heartbeat", "-l", "WARNING"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+
+
+@pytest.fixture
+def workers(transactional_db: Any) -> Iterator[Workers]:
+    """Celery workers that see the test database (tests using them commit for real)."""
+    from config.celery import app
+
+    app.control.purge()
+    pool = Workers(settings.DATABASES["default"]["NAME"])
+    yield pool
+    pool.stop_all()
+    app.control.purge()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
+    """Poll until ``predicate()`` is truthy; fail the test with a clear message otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
