@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -23,7 +23,11 @@ VISIBILITY_TIMEOUT_S = 3600
 app = Celery("missive")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
-    task_queues=[Queue(name) for name in QUEUES],
+    # One exchange and routing key per queue: a queue declared without them would be bound to
+    # the default exchange with the default key, and every message would land in all three.
+    task_queues=[Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES],
+    task_default_exchange="messaging",
+    task_default_routing_key="messaging",
     task_default_queue="messaging",
     task_routes={
         "bulk.priority.*": {"queue": "bulk.priority"},
@@ -47,6 +51,11 @@ app.conf.update(
     worker_hijack_root_logger=False,
     timezone="UTC",
 )
+app.conf.beat_schedule = {
+    # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
+    # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
+    "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
+}
 app.autodiscover_tasks()
 
 

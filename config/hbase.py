@@ -36,9 +36,13 @@ def pool() -> happybase.ConnectionPool:
     key = (os.getpid(), f"{address()}/{opts['TABLE_PREFIX']}")
     if key not in _pools:  # one pool per process: happybase connections do not survive a fork
         _pools[key] = happybase.ConnectionPool(
-            size=opts["POOL_SIZE"], host=opts["HOST"], port=opts["PORT"],
-            timeout=opts["TIMEOUT_MS"], table_prefix=opts["TABLE_PREFIX"],
-            table_prefix_separator=b"_", autoconnect=False,
+            size=opts["POOL_SIZE"],
+            host=opts["HOST"],
+            port=opts["PORT"],
+            timeout=opts["TIMEOUT_MS"],
+            table_prefix=opts["TABLE_PREFIX"],
+            table_prefix_separator=b"_",
+            autoconnect=False,
         )
     return _pools[key]
 

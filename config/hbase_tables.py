@@ -31,14 +31,14 @@ class TableSpec:
 
 TABLES = (TableSpec("inbox", "d"), TableSpec("convlist", "c"))
 
-_idl = thriftpy2.load(str(Path(__file__).with_name("hbase_admin.thrift")), module_name="hbase_admin_thrift")
+_idl = thriftpy2.load(
+    str(Path(__file__).with_name("hbase_admin.thrift")), module_name="hbase_admin_thrift"
+)
 
 
 def _client() -> Any:
     opts = hbase.options()
-    return make_client(
-        _idl.THBaseService, opts["HOST"], opts["THRIFT2_PORT"], timeout=120_000
-    )
+    return make_client(_idl.THBaseService, opts["HOST"], opts["THRIFT2_PORT"], timeout=120_000)
 
 
 def full_name(name: str) -> bytes:
@@ -63,7 +63,8 @@ def ensure_tables() -> list[str]:
 
 def _descriptor(table: Any, spec: TableSpec) -> Any:
     family = _idl.TColumnFamilyDescriptor(
-        name=spec.family.encode(), maxVersions=1,
+        name=spec.family.encode(),
+        maxVersions=1,
         bloomnFilterType=_idl.TBloomFilterType.ROW,
         dataBlockEncoding=_idl.TDataBlockEncoding.FAST_DIFF,
     )

@@ -131,6 +131,12 @@ HBASE = {
     "SALT_BUCKETS": 16,
 }
 
+# --- Bulk campaigns ---------------------------------------------------------------------------
+# A running batch holds its lease this long; a batch whose worker died is re-enqueued by the
+# bulk.sweep beat task once the lease has expired (recovery ~ one lease, not the broker's
+# visibility timeout).
+BULK_LEASE_S = env_int("BULK_LEASE_S", 60)
+
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -71,7 +71,9 @@ def _url(content: dict[str, Any], name: str) -> str:
     value = _string(content, name, 1, URL_MAX)
     parts = urlparse(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InvalidInput(f"content.{name} must be an http(s) URL.", {f"content.{name}": "bad URL"})
+        raise InvalidInput(
+            f"content.{name} must be an http(s) URL.", {f"content.{name}": "bad URL"}
+        )
     return value
 
 

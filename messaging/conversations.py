@@ -47,12 +47,13 @@ def _sql(rows: int) -> str:
 
 
 def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -> None:
+    # One lock order for every writer: a send A→B and a send B→A running at once both touch
+    # (A, B) and (B, A), and InnoDB deadlocks when two statements lock them in opposite orders.
+    touches = sorted(touches, key=lambda t: (t.owner, t.peer))
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
             chunk = touches[start : start + CHUNK]
             params = [
-                v
-                for t in chunk
-                for v in (t.owner, t.peer, t.category, t.msgkey, t.msgkey, mtime)
+                v for t in chunk for v in (t.owner, t.peer, t.category, t.msgkey, t.msgkey, mtime)
             ]
             cur.execute(_sql(len(chunk)), params)

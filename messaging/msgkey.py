@@ -5,10 +5,11 @@ Layout (most significant first): 1 bit zero | 41 bits milliseconds since 2020-01
 and partitioned by the key alone.
 
 Node ids are leased in Redis so that every process that can send (web workers, forked Celery
-children) holds a distinct one: ``SET {msgkey:n}:lease token NX PX ttl``. The holder renews the lease
-well before it expires and stops issuing keys if it cannot; a process that forks re-leases in the
-child. Each renewal records the node's high-water millisecond, and a new holder starts at least one
-lease-TTL past it, so a restarted process (or a clock that stepped backwards) never re-issues a key.
+children) holds a distinct one: ``SET {msgkey:n}:lease token NX PX ttl``. The holder renews the
+lease well before it expires and stops issuing keys if it cannot; a process that forks re-leases in
+the child. Taking the lease and each renewal record the node's high-water millisecond, and a new
+holder starts at least one lease-TTL past it, so a restarted process (or a clock that stepped
+backwards) never re-issues a key.
 Within a process a backwards clock is absorbed by holding the last millisecond and borrowing from
 the next one when the sequence runs out: keys stay strictly increasing.
 """
@@ -21,11 +22,13 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from messaging import lua
 
 EPOCH_MS = 1577836800000  # 2020-01-01T00:00:00Z
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
 NODE_BITS = 10
 SEQ_BITS = 12
 MAX_NODE = (1 << NODE_BITS) - 1
@@ -56,8 +59,13 @@ def node_of(msgkey: int) -> int:
 
 
 def lower_bound(dt: datetime) -> int:
-    """The smallest msgkey issued at or after ``dt`` (for partition bounds and time filters)."""
-    return compose(int(dt.timestamp() * 1000), 0, 0)
+    """The smallest msgkey issued at or after ``dt`` (for partition bounds and time filters).
+
+    Integer arithmetic on the datetime: ``int(dt.timestamp() * 1000)`` is off by one millisecond
+    for about one instant in 200 (float rounding). A naive ``dt`` is taken as UTC.
+    """
+    aware = dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC)
+    return compose((aware - _UNIX_EPOCH) // _ONE_MS, 0, 0)
 
 
 @dataclass
@@ -108,9 +116,12 @@ class MsgkeyGenerator:
         start = random.randrange(MAX_NODE + 1)
         for offset in range(MAX_NODE + 1):
             node = (start + offset) % (MAX_NODE + 1)
-            hwm = lua.call("msgkey_acquire", _keys(node), [token, LEASE_TTL_MS])
-            if hwm is not None:
-                self._last_ms, self._seq = max(now_ms(), int(hwm) + LEASE_TTL_MS), 0
+            # Past this generator's own last key too: one that lost its lease keeps its keys
+            # strictly increasing on the new node.
+            floor_ms = max(now_ms(), self._last_ms + 1)
+            start_ms = lua.call("msgkey_acquire", _keys(node), [token, LEASE_TTL_MS, floor_ms])
+            if start_ms is not None:
+                self._last_ms, self._seq = int(start_ms), 0
                 self._lease = _Lease(node, token, time.monotonic(), os.getpid())
                 return self._lease
         raise RuntimeError("all 1024 msgkey node ids are leased")
@@ -121,6 +132,11 @@ class MsgkeyGenerator:
             lease.renewed_at = time.monotonic()
         else:
             self._lease = None  # lost it (paused past the TTL): take a fresh node id
+
+    def _after_fork_in_child(self) -> None:
+        # A lock another thread held at fork time would stay locked forever in the child; the
+        # child leases its own node id on first use anyway (``_Lease.pid``).
+        self._lock = threading.Lock()
 
     def release(self) -> None:
         with self._lock:
@@ -135,6 +151,7 @@ def _keys(node: int) -> list[str]:
 
 
 _generator = MsgkeyGenerator()
+os.register_at_fork(after_in_child=_generator._after_fork_in_child)
 
 
 def next_msgkey() -> int:
@@ -143,5 +160,3 @@ def next_msgkey() -> int:
 
 def next_msgkeys(count: int) -> list[int]:
     return _generator.next_many(count)
-
-

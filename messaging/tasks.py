@@ -9,7 +9,7 @@ from celery import shared_task
 from messaging import services
 
 
-@shared_task(name="messaging.send", queue="messaging", acks_late=True)
+@shared_task(name="messaging.send", acks_late=True)
 def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg_id: str) -> str:
     """Send a 1:1 message; idempotent by (sender_uid, client_msg_id). Returns the msgkey."""
     result = services.message_send(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -100,14 +101,29 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, queues: str = "messaging,bulk.daily,bulk.priority", concurrency: int = 2,
-              name: str | None = None) -> subprocess.Popen[bytes]:
-        node = name or f"w{len(self.procs)}-{os.getpid()}@%h"
+              name: str | None = None, new_session: bool = False) -> subprocess.Popen[bytes]:
+        node = name or f"w{len(self.procs)}-{os.getpid()}-{next(_uid_counter)}@%h"
         cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues,
                "-c", str(concurrency), "-n", node, "--without-gossip", "--without-mingle",
                "--without-heartbeat", "-l", "WARNING"]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env)
+        # new_session: the worker and its forked children form one process group to kill -9
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, start_new_session=new_session)
         self.procs.append(proc)
+        self._wait_ready(proc, node.replace("%h", socket.gethostname()))
         return proc
+
+    @staticmethod
+    def _wait_ready(proc: subprocess.Popen[bytes], node: str, timeout: float = 90.0) -> None:
+        """Block until the worker answers a ping; fail at once if the process died."""
+        from config.celery import app
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"celery worker {node} exited with {proc.returncode}")
+            if app.control.ping(destination=[node], timeout=0.5):
+                return
+        raise AssertionError(f"celery worker {node} did not answer a ping within {timeout}s")
 
     def stop_all(self) -> None:
         for proc in self.procs:

@@ -1,20 +1,29 @@
 """Redis key formats of the unread app. Per-user keys carry the ``{u:<uid>}`` hash tag.
 
 unread:{u:<uid>}   hash: ``t`` total, ``c:<category>`` per-category total, ``p:<peer>`` per
-                   conversation. Changed only by the Lua scripts in unread/lua, so ``t`` always
-                   equals the sum of the ``p:`` fields and of the ``c:`` fields; zero fields are
-                   deleted, so the hash holds only conversations with something unread.
+                   conversation, ``k:<peer>`` the category that conversation's count is filed
+                   under (so a conversation whose category changes moves its whole count).
+                   Changed only by the Lua scripts in unread/lua, so ``t`` always equals the sum
+                   of the ``p:`` fields and of the ``c:`` fields, and no field is negative; zero
+                   fields are deleted, so the hash holds only conversations with something unread.
 """
 
 from __future__ import annotations
 
+import re
+
 TOTAL = b"t"
 CATEGORY_PREFIX = b"c:"
 PEER_PREFIX = b"p:"
+KIND_PREFIX = b"k:"
 
 
 def unread(uid: int) -> str:
     return f"unread:{{u:{uid}}}"
+
+
+UNREAD_SCAN = "unread:{u:*}"  # SCAN MATCH pattern of every user's unread hash
+UNREAD_UID = re.compile(rb"^unread:\{u:(\d+)\}$")  # the uid back out of an ``unread`` key name
 
 
 def applied_marker(name: str) -> str:

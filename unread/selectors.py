@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from config.redis import get_redis
 from unread import keys
@@ -19,7 +20,8 @@ class UnreadSummary:
 
 
 def unread_summary(uid: int) -> UnreadSummary:
-    raw = get_redis().hgetall(keys.unread(uid))
+    # the client is created without decode_responses: names and values are bytes
+    raw = cast("dict[bytes, bytes]", get_redis().hgetall(keys.unread(uid)))
     by_category = dict.fromkeys(CATEGORIES, 0)
     by_peer: dict[int, int] = {}
     for name, value in raw.items():

@@ -18,8 +18,13 @@ MARKER_TTL_S = 7 * 24 * 3600
 
 
 def unread_incr_many(
-    *, owner_uids: Sequence[int], peer_uid: int, category: str, marker: str | None,
-    delta: int = 1, client: Any = None,
+    *,
+    owner_uids: Sequence[int],
+    peer_uid: int,
+    category: str,
+    marker: str | None,
+    delta: int = 1,
+    client: Any = None,
 ) -> int:
     if not owner_uids:
         return 0
@@ -52,10 +57,11 @@ class Replaced:
     old_total: int
     new_total: int
     conversations_changed: int
+    drift: int = 0  # sum over conversations of |old count - new count|
 
 
 def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int]]) -> Replaced:
     """Atomically replace one user's counters with recomputed ``(peer, category, count)``."""
     args = [v for peer, category, n in counts for v in (peer, category, n)]
-    old, new, changed = lua.call("replace", [keys.unread(owner_uid)], args)
-    return Replaced(int(old), int(new), int(changed))
+    old, new, changed, drift = lua.call("replace", [keys.unread(owner_uid)], args)
+    return Replaced(int(old), int(new), int(changed), int(drift))

@@ -78,9 +78,7 @@ class Inbox(ABC):
 
     def set_flags(self, entries: Iterable[InboxEntry], flags: int) -> None:
         """Rewrite existing entries with new flags (recall marks both sides' copies)."""
-        self.add_many(
-            InboxEntry(e.owner, e.peer, e.msgkey, e.direction, flags) for e in entries
-        )
+        self.add_many(InboxEntry(e.owner, e.peer, e.msgkey, e.direction, flags) for e in entries)
 
     def remove(self, owner: int, peer: int, msgkeys: Iterable[int]) -> None:
         self._delete([(owner, peer, k) for k in msgkeys])

@@ -65,7 +65,9 @@ class HBaseInbox(Inbox):
         def write(conn: happybase.Connection) -> None:
             with conn.table(TABLE).batch(batch_size=self.batch_size) as batch:
                 for e in entries:
-                    batch.put(rowkey(e.owner, e.peer, e.msgkey), {COLUMN: bytes([e.direction, e.flags])})
+                    batch.put(
+                        rowkey(e.owner, e.peer, e.msgkey), {COLUMN: bytes([e.direction, e.flags])}
+                    )
 
         hbase.call(write)
 
@@ -77,9 +79,15 @@ class HBaseInbox(Inbox):
         return self._rows(start, prefix_end(prefix), limit)
 
     def _keys(self, owner: int, peer: int) -> Iterator[Key]:
+        """Streamed ``scan_chunk`` keys at a time: a big conversation never sits in memory."""
         prefix = conv_prefix(owner, peer)
-        rows = self._rows(prefix, prefix_end(prefix), None, keys_only=True)
-        return (e.key for e in rows)
+        start, stop = prefix, prefix_end(prefix)
+        while True:
+            rows = self._rows(start, stop, self.scan_chunk, keys_only=True)
+            yield from (e.key for e in rows)
+            if len(rows) < self.scan_chunk:
+                return
+            start = rowkey(*rows[-1].key) + b"\x00"  # the first row after the last one read
 
     def _delete(self, keys: Sequence[Key]) -> None:
         def delete(conn: happybase.Connection) -> None:

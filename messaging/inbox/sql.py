@@ -22,7 +22,9 @@ def upsert_sql(rows: int) -> str:
     values = ", ".join(["(%s, %s, %s, %s, %s)"] * rows)
     head = f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}"
     if connection.vendor == "mysql":
-        return f"{head} ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
+        return (
+            f"{head} ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
+        )
     return (
         f"{head} ON CONFLICT (owner_uid, peer_uid, msgkey) "
         "DO UPDATE SET direction = excluded.direction, flags = excluded.flags"
@@ -36,7 +38,9 @@ class SqlInbox(Inbox):
         with transaction.atomic(), connection.cursor() as cur:
             for start in range(0, len(entries), self.write_chunk):
                 chunk = entries[start : start + self.write_chunk]
-                params = [v for e in chunk for v in (e.owner, e.peer, e.msgkey, e.direction, e.flags)]
+                params = [
+                    v for e in chunk for v in (e.owner, e.peer, e.msgkey, e.direction, e.flags)
+                ]
                 cur.execute(upsert_sql(len(chunk)), params)
 
     def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
@@ -73,6 +77,14 @@ class SqlInbox(Inbox):
             yield from (row[0] for row in cur.fetchall())
 
     # -- set-based overrides of the generic versions --------------------------------------------
+    def get(self, owner: int, peer: int, msgkey: int) -> InboxEntry | None:
+        # A point read; the generic ``msgkey < msgkey + 1`` range overflows SQLite at 2^63 - 1.
+        where = "owner_uid = %s AND peer_uid = %s AND msgkey = %s"
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT {COLUMNS} FROM {TABLE} WHERE {where}", [owner, peer, msgkey])
+            row = cur.fetchone()
+        return InboxEntry(*row) if row else None
+
     def count(self, owner: int, peer: int) -> int:
         return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
 
@@ -85,7 +97,9 @@ class SqlInbox(Inbox):
 
     def remove_conversation(self, owner: int, peer: int) -> None:
         with connection.cursor() as cur:
-            cur.execute(f"DELETE FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s", [owner, peer])
+            cur.execute(
+                f"DELETE FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s", [owner, peer]
+            )
 
     def remove_all(self, owner: int) -> list[int]:
         peers = list(self._peers(owner))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from django.core.checks import run_checks
 from django.db import connection
@@ -51,10 +53,20 @@ def test_hbase_helper_retries_once_after_the_gateway_dropped_the_connection(uid:
     def drop_then_list(conn):  # type: ignore[no-untyped-def]
         return conn.tables()
 
+    calls = []
+
+    def counted(conn):  # type: ignore[no-untyped-def]
+        calls.append(conn)
+        return conn.tables()
+
     hbase.call(drop_then_list)
-    with hbase.pool().connection() as conn:  # sever the pooled socket under the pool's feet
-        conn.transport.close()
-    assert "inbox" in hbase.call(drop_then_list)
+    # Kill every pooled socket the way an idle timeout on the gateway does: the client still
+    # believes it is open, and its next call fails with a transport error.
+    pool = hbase.pool()
+    with pool.connection() as conn:
+        conn.transport._trans.sock.shutdown(socket.SHUT_RDWR)
+    assert b"inbox" in hbase.call(counted)
+    assert len(calls) == 2  # the first attempt hit the dead socket, the retry succeeded
 
 
 @override_settings(INBOX_BACKEND="hbase", HBASE={**hbase.options(), "PORT": 1})
@@ -83,3 +95,19 @@ def test_celery_task_runs_in_a_real_worker_process(workers, uids) -> None:  # ty
     assert page[0].last_message is not None
     assert page[0].last_message["msgkey"] == int(msgkey)
     assert page[0].unread == 1
+
+
+def test_each_channel_queue_gets_only_its_own_messages() -> None:
+    import redis
+    from django.conf import settings
+
+    from config.celery import QUEUES, app
+
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    app.control.purge()
+    app.send_task("bulk.daily.run_batch", args=[0])
+    app.send_task("bulk.priority.run_batch", args=[0])
+    app.send_task("bulk.priority.plan", args=[0])
+    depths = {name: broker.llen(name) for name in QUEUES}
+    app.control.purge()
+    assert depths == {"bulk.daily": 1, "bulk.priority": 2, "messaging": 0}

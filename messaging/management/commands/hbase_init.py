@@ -24,4 +24,5 @@ class Command(BaseCommand):
         for spec in TABLES:
             name = full_name(spec.name).decode()
             state = "created" if name in created else "exists"
-            self.stdout.write(f"{name}: {state} (16 regions, family {spec.family})")
+            regions = hbase.call(lambda conn, t=spec.name: len(conn.table(t).regions()))
+            self.stdout.write(f"{name}: {state} ({regions} regions, family {spec.family})")

@@ -1,0 +1,261 @@
+"""Campaign HTTP API (API.md, "Campaigns (bToC bulk)"): thin views over bulk services/selectors.
+
+Every view needs the ``campaigns`` scope. A client acts as its own senders only and sees only
+their campaigns and its own uploaded audiences; anything else answers 404, like ids that do not
+exist. ``POST /audiences`` streams its body: a multipart ``file`` goes through Django's upload
+handlers (memory, then a temporary file: DATA_UPLOAD_MAX_MEMORY_SIZE only bounds form fields) and
+a raw ``text/plain`` body is read in chunks; neither is ever read whole. Its size limit is
+``settings.BULK_UPLOAD_MAX_BYTES`` (1 GiB by default; 413 beyond).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bulk import audiences, selectors, services
+from bulk.models import Campaign
+from bulk.serializers import (
+    AudienceOut,
+    AudienceUploadIn,
+    CampaignCreateIn,
+    CampaignListQuery,
+    CampaignOut,
+    CampaignPageOut,
+    DryRunOut,
+    upload_lines,
+)
+from messaging.api_base import ApiView, check_body_size
+from messaging.apis import ERRORS, validated
+from messaging.auth import principal, require_sender
+from messaging.errors import InvalidInput
+from messaging.models import ApiClient, Scope
+from messaging.serializers import ERROR_SCHEMA, path_ids
+
+UPLOAD_MAX_BYTES = 1 << 30
+CHUNK_BYTES = 64 * 1024
+CAMPAIGN_BODY_MAX = 1024 * 1024  # two lists of 10,000 ids as strings, and the content
+IDEMPOTENCY_KEY_MAX = 128
+UPLOAD_HELP = "multipart `file` field, or the uids as a raw text/plain body"
+
+
+def upload_max_bytes() -> int:
+    return int(getattr(settings, "BULK_UPLOAD_MAX_BYTES", UPLOAD_MAX_BYTES))
+
+
+def client_of(request: Request) -> ApiClient:
+    return ApiClient.objects.get(pk=principal(request).client_id)
+
+
+# -- audiences -------------------------------------------------------------------------------
+class RawBody:
+    """A text/plain request body, left unread until the view streams it."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def chunks(self) -> Iterator[bytes]:
+        return iter(lambda: bytes(self.stream.read(CHUNK_BYTES)), b"")
+
+
+class UidLinesParser(BaseParser):
+    media_type = "text/plain"
+
+    def parse(  # type: ignore[override]  # the body stays a stream, not a mapping
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> RawBody:
+        return RawBody(stream)
+
+
+def upload_chunks(request: Request) -> Iterator[bytes]:
+    data = request.data
+    if isinstance(data, RawBody):
+        return data.chunks()
+    upload = data.get("file") if hasattr(data, "get") else None
+    if not isinstance(upload, UploadedFile):
+        raise InvalidInput(f"Send the uids as a {UPLOAD_HELP}.", {"file": "missing or empty"})
+    if not upload.size:
+        raise InvalidInput("The upload is empty.", {"file": "empty"})
+    return upload.chunks(CHUNK_BYTES)
+
+
+class AudienceUploadApi(ApiView):
+    required_scope = Scope.CAMPAIGNS
+    parser_classes: ClassVar[list[type[BaseParser]]] = [  # type: ignore[misc]
+        MultiPartParser,
+        UidLinesParser,
+    ]
+    max_body_bytes = 1 << 62  # post() applies BULK_UPLOAD_MAX_BYTES, read when it runs
+
+    @extend_schema(
+        operation_id="audience_upload",
+        description=f"Upload uids, one per line: {UPLOAD_HELP}.",
+        request={"multipart/form-data": AudienceUploadIn, "text/plain": OpenApiTypes.STR},
+        responses={201: AudienceOut, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        check_body_size(request, upload_max_bytes())
+        if not request.META.get("CONTENT_LENGTH"):
+            raise InvalidInput("The upload is empty.", {"file": "empty"})
+        lines = upload_lines(upload_chunks(request))
+        audience = audiences.audience_from_lines(
+            lines=lines, sender_uid=None, client=client_of(request)
+        )
+        if audience.count == 0:
+            audience.delete()
+            raise InvalidInput(*_nothing_valid(audience.invalid_lines, audience.invalid_samples))
+        return Response(AudienceOut(audience).data, status=201)
+
+
+def _nothing_valid(invalid: int, samples: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
+    if not invalid:
+        return "The upload is empty.", {"file": "no uid lines"}
+    first = samples[0]
+    where = f"line {first['line']}: {first['reason']}"
+    return f"No valid uid in the upload ({invalid} invalid lines).", {"file": where}
+
+
+# -- campaigns -------------------------------------------------------------------------------
+def idempotency_key(request: Request) -> str | None:
+    raw = request.headers.get("Idempotency-Key")
+    if raw is None or not raw.strip():
+        return None
+    key = raw.strip()
+    if len(key) > IDEMPOTENCY_KEY_MAX or not (key.isascii() and key.isprintable()):
+        raise InvalidInput(
+            "Idempotency-Key must be 1 to 128 printable ASCII characters.",
+            {"Idempotency-Key": "invalid"},
+        )
+    return key
+
+
+def campaign_body(campaign: Campaign) -> dict[str, Any]:
+    return dict(CampaignOut(selectors.campaign_progress(campaign)).data)
+
+
+class CampaignsApi(ApiView):
+    required_scope = Scope.CAMPAIGNS
+    max_body_bytes = CAMPAIGN_BODY_MAX
+
+    @extend_schema(
+        operation_id="campaign_list",
+        parameters=[CampaignListQuery],
+        responses={200: CampaignPageOut, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(CampaignListQuery, request.query_params)
+        found = selectors.campaigns_for_client(principal(request).client_id, query.get("status"))
+        if query.get("cursor"):
+            found = found.filter(pk__lt=query["cursor"])
+        page = list(found[: query["limit"] + 1])
+        more = len(page) > query["limit"]
+        page = page[: query["limit"]]
+        body = {
+            "results": [selectors.campaign_progress(c) for c in page],
+            "next_cursor": str(page[-1].pk) if more else None,
+        }
+        return Response(CampaignPageOut(body).data)
+
+    @extend_schema(
+        operation_id="campaign_create",
+        request=CampaignCreateIn,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="a retried create with the same key and body returns the same "
+                "campaign (200); the same key with another body answers 409",
+            )
+        ],
+        responses={
+            201: CampaignOut,
+            200: OpenApiResponse(
+                DryRunOut, "`dry_run: true`: the preview (nothing stored); or a replay"
+            ),
+            409: OpenApiResponse(ERROR_SCHEMA, "Idempotency-Key reused for another body"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(CampaignCreateIn, request.data)
+        sender = data["sender_uid"]
+        require_sender(request, sender)
+        client = client_of(request)
+        if data["dry_run"]:
+            preview = selectors.campaign_preview(
+                sender_uid=sender,
+                audience_spec=data["audience"],
+                channel=data["channel"],
+                client=client,
+            )
+            return Response(DryRunOut(preview).data)
+        campaign, created = selectors.campaign_submit(
+            sender_uid=sender,
+            content=data["content"],
+            audience_spec=data["audience"],
+            channel=data["channel"],
+            scheduled_at=data["scheduled_at"],
+            client=client,
+            idempotency_key=idempotency_key(request),
+        )
+        return Response(campaign_body(campaign), status=201 if created else 200)
+
+
+def owned_campaign(request: Request, campaign_id: str) -> Campaign:
+    pk = path_ids(campaign_id=campaign_id)["campaign_id"]
+    return selectors.campaign_for_client(principal(request).client_id, pk)
+
+
+class CampaignApi(ApiView):
+    required_scope = Scope.CAMPAIGNS
+
+    @extend_schema(operation_id="campaign_get", responses={200: CampaignOut, **ERRORS})
+    def get(self, request: Request, campaign_id: str) -> Response:
+        return Response(campaign_body(owned_campaign(request, campaign_id)))
+
+
+class CampaignActionApi(ApiView):
+    """Pause, resume or cancel; takes effect between batches. Impossible transitions → 409."""
+
+    required_scope = Scope.CAMPAIGNS
+
+    def act(self, request: Request, campaign_id: str, action: Callable[..., Campaign]) -> Response:
+        campaign = owned_campaign(request, campaign_id)
+        return Response(campaign_body(action(campaign_id=campaign.pk)))
+
+
+ACTION_RESPONSES = {
+    200: CampaignOut,
+    409: OpenApiResponse(ERROR_SCHEMA, "the campaign's status does not allow it"),
+    **ERRORS,
+}
+
+
+class CampaignPauseApi(CampaignActionApi):
+    @extend_schema(operation_id="campaign_pause", request=None, responses=ACTION_RESPONSES)
+    def post(self, request: Request, campaign_id: str) -> Response:
+        return self.act(request, campaign_id, services.campaign_pause)
+
+
+class CampaignResumeApi(CampaignActionApi):
+    @extend_schema(operation_id="campaign_resume", request=None, responses=ACTION_RESPONSES)
+    def post(self, request: Request, campaign_id: str) -> Response:
+        return self.act(request, campaign_id, services.campaign_resume)
+
+
+class CampaignCancelApi(CampaignActionApi):
+    @extend_schema(operation_id="campaign_cancel", request=None, responses=ACTION_RESPONSES)
+    def post(self, request: Request, campaign_id: str) -> Response:
+        return self.act(request, campaign_id, services.campaign_cancel)

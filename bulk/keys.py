@@ -1,0 +1,32 @@
+"""Redis key formats of the bulk app.
+
+quota:{q:<sender>}:<period>:<bucket>   hash receiver -> messages this period. Receivers are spread
+                                       over QUOTA_BUCKETS hashes per sender and period, so no hash
+                                       passes ~2,500 fields even at 10 M receivers.
+budget:{q:<sender>}:<yyyymmdd>         the sender's recipients used today on the daily channel.
+quota:{q:<sender>}:done:<c>:<b>        the stored outcome of batch b of campaign c: a redelivered
+                                       batch gets the same answer and consumes nothing twice.
+bucket:{ch:<channel>}                  token bucket of a channel (tokens, last refill ms).
+The ``{q:<sender>}`` tag keeps one sender's quota keys in one Cluster slot, so the batch's single
+Lua call stays legal on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+QUOTA_BUCKETS = 4096
+
+
+def quota(sender: int, period: int, bucket: int) -> str:
+    return f"quota:{{q:{sender}}}:{period}:{bucket}"
+
+
+def budget(sender: int, day: str) -> str:
+    return f"budget:{{q:{sender}}}:{day}"
+
+
+def batch_outcome(sender: int, campaign_id: int, index: int) -> str:
+    return f"quota:{{q:{sender}}}:done:{campaign_id}:{index}"
+
+
+def token_bucket(channel: str) -> str:
+    return f"bucket:{{ch:{channel}}}"

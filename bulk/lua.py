@@ -1,0 +1,8 @@
+"""Registered Lua scripts of the bulk app (``bulk/lua/*.lua``)."""
+
+from pathlib import Path
+
+from config.luascripts import ScriptRegistry
+
+registry = ScriptRegistry(Path(__file__).parent / "lua")
+call = registry.call

@@ -1,0 +1,131 @@
+"""``manage.py campaign_watch ID [--interval 0.5] [--exit-on-pause] [--timeout S]``
+
+A live progress bar of one campaign (processed = delivered + skipped + failed, out of the planned
+total; rate; ETA; status) until it is finished, cancelled or failed (exit 0). A pause prints its
+reason and keeps watching (a budget pause resumes by itself), unless ``--exit-on-pause``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+
+from bulk.models import Campaign, CampaignStatus
+from bulk.selectors import campaign_progress
+
+FINAL = (CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED)
+
+
+def console_for(command: BaseCommand) -> Console:
+    """A rich console on the command's real stream (Django's wrapper appends newlines)."""
+    return Console(file=getattr(command.stdout, "_out", sys.stdout))
+
+
+def _columns() -> tuple[Any, ...]:
+    return (
+        TextColumn("campaign {task.fields[id]} [bold]{task.fields[status]}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}/s"),
+        TextColumn("eta {task.fields[eta]}"),
+    )
+
+
+def _show(bar: Progress, task: TaskID, progress: dict[str, Any], campaign: Campaign) -> None:
+    planned_total = campaign.total if campaign.planned or campaign.total else None
+    bar.update(
+        task,
+        completed=campaign.processed,
+        total=planned_total,
+        status=progress["status"],
+        rate=f"{progress['rate_per_s']:,.1f}",
+        eta="—" if progress["eta_s"] is None else f"{progress['eta_s']:,.0f}s",
+    )
+
+
+def summary(campaign: Campaign) -> str:
+    return (
+        f"Campaign {campaign.pk} {campaign.status}: {campaign.delivered} delivered of "
+        f"{campaign.total}; skipped {campaign.skipped_quota} quota, {campaign.skipped_blocked} "
+        f"blocked, {campaign.skipped_invalid} invalid, {campaign.skipped_duplicate} duplicate; "
+        f"{campaign.failed} failed."
+    )
+
+
+def watch(
+    campaign_id: int,
+    *,
+    console: Console,
+    interval: float = 0.5,
+    exit_on_pause: bool = False,
+    timeout: float | None = None,
+) -> Campaign:
+    """Poll the campaign and redraw the bar until it ends (or pauses, with ``exit_on_pause``)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    reported_pause = ""
+    with Progress(*_columns(), console=console) as bar:
+        task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
+        while True:
+            campaign = Campaign.objects.filter(pk=campaign_id).first()
+            if campaign is None:
+                raise CommandError(f"No campaign {campaign_id}.")
+            _show(bar, task, campaign_progress(campaign), campaign)
+            if campaign.status in FINAL:
+                break
+            if campaign.status == CampaignStatus.PAUSED:
+                if campaign.pause_reason != reported_pause:
+                    reported_pause = campaign.pause_reason
+                    reason = reported_pause or "no reason given"
+                    console.print(f"Campaign {campaign_id} paused: {reason}", soft_wrap=True)
+                if exit_on_pause:
+                    break
+            else:
+                reported_pause = ""
+            if deadline is not None and time.monotonic() > deadline:
+                raise CommandError(
+                    f"Campaign {campaign_id} still {campaign.status} at the timeout."
+                )
+            time.sleep(interval)
+    console.print(summary(campaign), soft_wrap=True)  # one line, however narrow the terminal
+    return campaign
+
+
+MAX_ID = (1 << 63) - 1
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan
+        raise ValueError(text)
+    return value
+
+
+def campaign_id(text: str) -> int:
+    value = int(text)
+    if not 0 < value <= MAX_ID:
+        raise ValueError(text)
+    return value
+
+
+class Command(BaseCommand):
+    help = "Watch a campaign's progress until it finishes, is cancelled or fails."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("campaign_id", type=campaign_id)
+        parser.add_argument("--interval", type=positive_float, default=0.5, help="seconds")
+        parser.add_argument("--exit-on-pause", action="store_true")
+        parser.add_argument("--timeout", type=positive_float, help="give up after N seconds")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        watch(
+            options["campaign_id"],
+            console=console_for(self),
+            interval=options["interval"],
+            exit_on_pause=options["exit_on_pause"],
+            timeout=options["timeout"],
+        )

@@ -1,0 +1,111 @@
+"""Quotas and rates: one Lua call admits a whole batch; a token bucket paces each channel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bulk import keys, lua
+from bulk.models import Channel, ChannelSetting, SenderPolicy
+
+OUTCOME_TTL_S = 7 * 24 * 3600
+DEFAULT_RATES = {Channel.DAILY: 3500, Channel.PRIORITY: 30000}
+
+
+@dataclass(frozen=True)
+class Admission:
+    budget_exhausted: bool
+    capped: frozenset[int]
+    deferred: tuple[int, ...] = ()  # over today's budget: they move to a new batch
+
+
+def _uids(csv: bytes) -> list[int]:
+    return [int(u) for u in csv.split(b",") if u]
+
+
+def policy_for(sender_uid: int) -> SenderPolicy:
+    return SenderPolicy.objects.filter(sender_uid=sender_uid).first() or SenderPolicy(
+        sender_uid=sender_uid
+    )
+
+
+def today() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d")
+
+
+def admit_batch(
+    *,
+    sender_uid: int,
+    campaign_id: int,
+    index: int,
+    receivers: Sequence[int],
+    channel: str,
+    policy: SenderPolicy,
+) -> Admission:
+    """Check and consume caps (and, on ``daily``, the budget) for a batch in one Lua call."""
+    period = int(time.time()) // max(policy.per_receiver_period_s, 1)
+    bucket_keys: dict[int, int] = {}
+    quota_keys: list[str] = []
+    args: list[object] = []
+    for receiver in receivers:
+        bucket = receiver % keys.QUOTA_BUCKETS
+        if bucket not in bucket_keys:
+            quota_keys.append(keys.quota(sender_uid, period, bucket))
+            bucket_keys[bucket] = len(quota_keys) + 2  # Lua KEYS index (1-based, after 2 fixed)
+        args += [receiver, bucket_keys[bucket]]
+    limit = policy.daily_budget if channel == Channel.DAILY and policy.daily_budget else -1
+    all_keys = [
+        keys.batch_outcome(sender_uid, campaign_id, index),
+        keys.budget(sender_uid, today()),
+        *quota_keys,
+    ]
+    head = [
+        policy.per_receiver_limit,
+        policy.per_receiver_period_s * 2,
+        limit,
+        2 * 86400,
+        OUTCOME_TTL_S,
+    ]
+    verdict, payload = lua.call("admit", all_keys, [*head, *args])
+    if verdict == b"budget":
+        return Admission(True, frozenset())
+    capped, _, deferred = payload.partition(b"|")
+    return Admission(False, frozenset(_uids(capped)), tuple(_uids(deferred)))
+
+
+def count_capped(sender_uid: int, receivers: Sequence[int], policy: SenderPolicy) -> int:
+    """How many receivers are at their cap right now (a dry run; consumes nothing)."""
+    if not policy.per_receiver_limit or not receivers:
+        return 0
+    from config.redis import get_redis
+
+    period = int(time.time()) // max(policy.per_receiver_period_s, 1)
+    pipe = get_redis().pipeline(transaction=False)
+    for receiver in receivers:
+        pipe.hget(keys.quota(sender_uid, period, receiver % keys.QUOTA_BUCKETS), str(receiver))
+    return sum(1 for n in pipe.execute() if int(n or 0) >= policy.per_receiver_limit)
+
+
+def budget_remaining(sender_uid: int) -> int | None:
+    from config.redis import get_redis
+
+    policy = policy_for(sender_uid)
+    if not policy.daily_budget:
+        return None
+    used = int(get_redis().get(keys.budget(sender_uid, today())) or 0)
+    return max(policy.daily_budget - used, 0)
+
+
+def channel_setting(channel: str) -> ChannelSetting:
+    found = ChannelSetting.objects.filter(channel=channel).first()
+    return found or ChannelSetting(channel=channel, rate_per_s=DEFAULT_RATES[Channel(channel)])
+
+
+def take_tokens(channel: str, count: int) -> int:
+    """Take ``count`` tokens from the channel's bucket; returns 0 or the ms to wait."""
+    setting = channel_setting(channel)
+    capacity = max(setting.rate_per_s, setting.batch_size, count)
+    args = [setting.rate_per_s, capacity, count, time.time_ns() // 1_000_000]
+    return int(lua.call("take_tokens", [keys.token_bucket(channel)], args))

@@ -1,0 +1,58 @@
+"""Celery interface of the bulk app: ids in, one service call each.
+
+Task names carry the channel (``bulk.daily.*`` / ``bulk.priority.*``), and config/celery.py routes
+by name, so each channel has its own queue and workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from bulk import services
+
+RETRY = {"acks_late": True, "bind": True, "max_retries": services.MAX_ATTEMPTS}
+
+
+def _run(task: Task, batch_id: int) -> str:
+    try:
+        outcome = services.batch_run(batch_id)
+    except Exception as exc:
+        raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
+    if outcome.retry_in_ms:  # channel out of tokens: come back later, never sleep
+        task.apply_async((batch_id,), countdown=outcome.retry_in_ms / 1000)
+    return outcome.state
+
+
+@shared_task(name="bulk.daily.run_batch", **RETRY)
+def run_batch_daily(self: Task, batch_id: int) -> str:
+    return _run(self, batch_id)
+
+
+@shared_task(name="bulk.priority.run_batch", **RETRY)
+def run_batch_priority(self: Task, batch_id: int) -> str:
+    return _run(self, batch_id)
+
+
+def _plan(task: Task, campaign_id: int) -> bool:
+    more = services.campaign_plan_step(campaign_id)
+    if more:
+        task.apply_async((campaign_id,))
+    return more
+
+
+@shared_task(name="bulk.daily.plan", **RETRY)
+def plan_daily(self: Task, campaign_id: int) -> bool:
+    return _plan(self, campaign_id)
+
+
+@shared_task(name="bulk.priority.plan", **RETRY)
+def plan_priority(self: Task, campaign_id: int) -> bool:
+    return _plan(self, campaign_id)
+
+
+@shared_task(name="bulk.sweep", acks_late=True)
+def sweep() -> dict[str, Any]:
+    """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused."""
+    return services.sweep().__dict__

@@ -1,0 +1,116 @@
+"""One error shape for the whole API (API.md): ``{"error", "detail", "fields"?}``.
+
+| raised | status | error |
+| --- | --- | --- |
+| ``messaging.errors.MissiveError`` subclasses | their own | their own (``Retry-After`` on 429) |
+| DRF ``ValidationError`` | 400 | ``invalid``, ``fields`` flattened to ``{"a.b": "message"}`` |
+| DRF ``ParseError`` (bad JSON) | 400 | ``malformed_json`` |
+| no token / bad token | 401 | ``unauthorized`` (with ``WWW-Authenticate``) |
+| DRF / Django ``PermissionDenied`` | 403 | ``forbidden`` |
+| ``Http404`` / DRF ``NotFound`` | 404 | ``not_found`` |
+| Django ``RequestDataTooBig`` | 413 | ``too_large`` |
+| bad media type, wrong method, throttled | 415, 405, 429 | ``unsupported_media_type``, ... |
+
+Anything else is a server fault and stays a 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from messaging.errors import MissiveError, RateLimited
+
+DRF_CODES: dict[type[drf.APIException], str] = {
+    drf.ParseError: "malformed_json",
+    drf.NotAuthenticated: "unauthorized",
+    drf.AuthenticationFailed: "unauthorized",
+    drf.PermissionDenied: "forbidden",
+    drf.NotFound: "not_found",
+    drf.MethodNotAllowed: "method_not_allowed",
+    drf.NotAcceptable: "not_acceptable",
+    drf.UnsupportedMediaType: "unsupported_media_type",
+    drf.Throttled: "rate_limited",
+}
+
+
+def error_body(code: str, detail: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if fields:
+        body["fields"] = fields
+    return body
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, MissiveError):
+        return _missive(exc)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body("too_large", "Request body too large."), status=413)
+    if isinstance(exc, Http404):
+        exc = drf.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = drf.PermissionDenied()
+    if isinstance(exc, drf.ValidationError):
+        return _validation(exc)
+    if isinstance(exc, drf.APIException):
+        return _drf(exc)
+    return None
+
+
+def _missive(exc: MissiveError) -> Response:
+    set_rollback()
+    response = Response(error_body(exc.code, exc.detail, exc.fields), status=exc.status)
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(max(1, exc.retry_after_s))
+    return response
+
+
+def _validation(exc: drf.ValidationError) -> Response:
+    fields = flatten(exc.detail)
+    first = next(iter(fields.items()), None)
+    detail = f"Invalid input: {first[0]}: {first[1]}" if first else "Invalid input."
+    set_rollback()
+    return Response(error_body("invalid", detail, fields), status=400)
+
+
+def _drf(exc: drf.APIException) -> Response:
+    code = next((c for kind, c in DRF_CODES.items() if isinstance(exc, kind)), "error")
+    headers = {}
+    if auth_header := getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = auth_header
+    if wait := getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(wait))
+    set_rollback()
+    return Response(
+        error_body(code, _sentence(exc.detail)), status=exc.status_code, headers=headers
+    )
+
+
+def _sentence(detail: Any) -> str:
+    if isinstance(detail, list | tuple) and detail:
+        return _sentence(detail[0])
+    if isinstance(detail, dict) and detail:
+        return _sentence(next(iter(detail.values())))
+    return str(detail)
+
+
+def flatten(detail: Any, prefix: str = "") -> dict[str, str]:
+    """``{"content": {"text": ["too long"]}}`` → ``{"content.text": "too long"}``."""
+    if isinstance(detail, dict):
+        out: dict[str, str] = {}
+        for key, value in detail.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(detail, list | tuple):
+        if all(not isinstance(d, dict | list | tuple) for d in detail):
+            return {prefix or "non_field_errors": str(detail[0])} if detail else {}
+        out = {}
+        for i, value in enumerate(detail):
+            out.update(flatten(value, f"{prefix}.{i}" if prefix else str(i)))
+        return out
+    return {prefix or "non_field_errors": str(detail)}

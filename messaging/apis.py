@@ -1,0 +1,211 @@
+"""Messaging HTTP API (API.md, "1:1 messages and conversations"): thin views over services.
+
+Each view validates its path ids, query and body with an input serializer, calls one service or
+selector, and renders an output serializer. Authorisation: ``POST /messages`` needs ``send`` and
+acts as one of the client's senders; recall is for the sender's client (in the window) or an
+operator client; every ``/users/{uid}/...`` endpoint needs ``inbox``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from messaging import clients, selectors, services
+from messaging.api_base import ApiView
+from messaging.auth import principal, require_sender
+from messaging.models import Scope
+from messaging.serializers import (
+    ERROR_SCHEMA,
+    ConversationListQuery,
+    ConversationPageOut,
+    DeleteAllOut,
+    HistoryPageOut,
+    HistoryQuery,
+    MessageOut,
+    ReadIn,
+    ReadOut,
+    RecallOut,
+    SendIn,
+    UnreadOut,
+    path_ids,
+)
+from unread import selectors as unread_selectors
+
+ERRORS = {
+    status: OpenApiResponse(ERROR_SCHEMA, description=what)
+    for status, what in [
+        (400, "malformed JSON or invalid input (`fields` names each bad field)"),
+        (401, "no, unknown or revoked token"),
+        (403, "missing scope, or blocked by the receiver"),
+        (404, "no such id, or one another client owns"),
+        (413, "request body too large"),
+    ]
+}
+
+
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def announcements_unread(uid: int) -> int:
+    """Unread announcements, once the announcements feature provides its selector."""
+    selector = getattr(unread_selectors, "announcements_unread", None)
+    return int(selector(uid)) if selector is not None else 0
+
+
+# -- messages --------------------------------------------------------------------------------------
+class MessageSendApi(ApiView):
+    """Send a 1:1 message as one of the client's senders; a retry replays the original."""
+
+    required_scope = Scope.SEND
+
+    @extend_schema(
+        operation_id="message_send",
+        request=SendIn,
+        responses={
+            201: MessageOut,
+            200: OpenApiResponse(MessageOut, "replay: the original"),
+            409: OpenApiResponse(ERROR_SCHEMA, "client_msg_id reused for another body"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(SendIn, request.data)
+        require_sender(request, data["sender_uid"])
+        result = services.message_send(**data)
+        return Response(MessageOut(result).data, status=201 if result.created else 200)
+
+
+class MessageRecallApi(ApiView):
+    """Recall a message: its sender's client within 2 minutes, or an operator client."""
+
+    @extend_schema(
+        operation_id="message_recall", request=None, responses={200: RecallOut, **ERRORS}
+    )
+    def post(self, request: Request, msgkey: str) -> Response:
+        key = path_ids(msgkey=msgkey)["msgkey"]
+        message = clients.message_recall_for_client(principal=principal(request), msgkey=key)
+        return Response(RecallOut(message).data)
+
+
+# -- conversations (scope inbox) ------------------------------------------------------------------
+class InboxApi(ApiView):
+    """Per-user endpoints of the consumer front end's backend (scope ``inbox``)."""
+
+    required_scope = Scope.INBOX
+
+
+class ConversationListApi(InboxApi):
+    """A user's conversations, newest first, optionally of one category."""
+
+    @extend_schema(
+        operation_id="conversation_list",
+        parameters=[ConversationListQuery],
+        responses={200: ConversationPageOut, **ERRORS},
+    )
+    def get(self, request: Request, uid: str) -> Response:
+        ids = path_ids(uid=uid)
+        query = validated(ConversationListQuery, request.query_params)
+        page = selectors.conversation_list(ids["uid"], **query)
+        return Response(ConversationPageOut(page).data)
+
+
+class ConversationApi(InboxApi):
+    """Delete a whole conversation from this user's side only."""
+
+    @extend_schema(operation_id="conversation_delete", responses={204: None, **ERRORS})
+    def delete(self, request: Request, uid: str, peer_uid: str) -> Response:
+        ids = path_ids(uid=uid, peer_uid=peer_uid)
+        services.conversation_delete(owner_uid=ids["uid"], peer_uid=ids["peer_uid"])
+        return Response(status=204)
+
+
+class HistoryApi(InboxApi):
+    """A conversation's messages, newest first; recalled ones keep their place, no content."""
+
+    @extend_schema(
+        operation_id="conversation_history",
+        parameters=[HistoryQuery],
+        responses={200: HistoryPageOut, **ERRORS},
+    )
+    def get(self, request: Request, uid: str, peer_uid: str) -> Response:
+        ids = path_ids(uid=uid, peer_uid=peer_uid)
+        query = validated(HistoryQuery, request.query_params)
+        page = selectors.history(ids["uid"], ids["peer_uid"], **query)
+        return Response(HistoryPageOut(page).data)
+
+
+class ConversationMessageApi(InboxApi):
+    """Delete one message from this user's side only."""
+
+    @extend_schema(operation_id="message_delete", responses={204: None, **ERRORS})
+    def delete(self, request: Request, uid: str, peer_uid: str, msgkey: str) -> Response:
+        ids = path_ids(uid=uid, peer_uid=peer_uid, msgkey=msgkey)
+        services.message_delete(
+            owner_uid=ids["uid"], peer_uid=ids["peer_uid"], msgkey=ids["msgkey"]
+        )
+        return Response(status=204)
+
+
+class ConversationReadApi(InboxApi):
+    """Move the read position to the newest message, or to ``upto_msgkey``."""
+
+    @extend_schema(
+        operation_id="conversation_mark_read", request=ReadIn, responses={200: ReadOut, **ERRORS}
+    )
+    def post(self, request: Request, uid: str, peer_uid: str) -> Response:
+        ids = path_ids(uid=uid, peer_uid=peer_uid)
+        data = validated(ReadIn, request.data)
+        unread = services.conversation_mark_read(
+            owner_uid=ids["uid"], peer_uid=ids["peer_uid"], upto_msgkey=data.get("upto_msgkey")
+        )
+        return Response(ReadOut({"unread": unread}).data)
+
+
+class UserMessagesApi(InboxApi):
+    """Delete everything this user holds (their side only)."""
+
+    @extend_schema(operation_id="messages_delete_all", responses={200: DeleteAllOut, **ERRORS})
+    def delete(self, request: Request, uid: str) -> Response:
+        owner = path_ids(uid=uid)["uid"]
+        deleted = services.messages_delete_all(owner_uid=owner)
+        return Response(DeleteAllOut({"conversations_deleted": deleted}).data)
+
+
+class BlockApi(InboxApi):
+    """Block (PUT) or unblock (DELETE) a sender for this user."""
+
+    @extend_schema(operation_id="block_set", request=None, responses={204: None, **ERRORS})
+    def put(self, request: Request, uid: str, peer_uid: str) -> Response:
+        return self._set(uid, peer_uid, blocked=True)
+
+    @extend_schema(operation_id="block_unset", responses={204: None, **ERRORS})
+    def delete(self, request: Request, uid: str, peer_uid: str) -> Response:
+        return self._set(uid, peer_uid, blocked=False)
+
+    def _set(self, uid: str, peer_uid: str, *, blocked: bool) -> Response:
+        ids = path_ids(uid=uid, peer_uid=peer_uid)
+        services.block_set(owner_uid=ids["uid"], blocked_uid=ids["peer_uid"], blocked=blocked)
+        return Response(status=204)
+
+
+class UnreadApi(InboxApi):
+    """Unread counts: total, per category, and unread announcements."""
+
+    @extend_schema(operation_id="unread_summary", responses={200: UnreadOut, **ERRORS})
+    def get(self, request: Request, uid: str) -> Response:
+        owner = path_ids(uid=uid)["uid"]
+        summary = unread_selectors.unread_summary(owner)
+        body = {
+            "total": summary.total,
+            "by_category": summary.by_category,
+            "announcements": announcements_unread(owner),
+        }
+        return Response(UnreadOut(body).data)

@@ -1,0 +1,103 @@
+"""API authentication and authorisation: bearer tokens, scopes, sender ownership.
+
+``Authorization: Bearer <token>``; the token's sha256 names an active ``ApiClient`` (unknown,
+inactive or revoked → 401). The authenticated principal (``request.auth``) carries the client's
+scopes (one indexed query per request); sender ownership is looked up when an endpoint needs it.
+
+``require_scope`` answers 403 without the scope; ``require_sender`` answers 404 for a uid that is
+not one of the client's senders: a client never sees what another client's senders own, so those
+ids look exactly like ids that do not exist. ``messaging.api_base.ApiView`` applies the scope.
+
+DRF imports this module while it loads its own settings, so it must not import
+``rest_framework.views`` (nor anything that does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from messaging.clients import token_hash
+from messaging.errors import Forbidden, NotFound
+from messaging.models import ApiClient, ApiClientSender
+
+MAX_TOKEN_CHARS = 256
+
+
+@dataclass(frozen=True)
+class ApiPrincipal:
+    client_id: int
+    name: str
+    scopes: frozenset[str]
+    is_operator: bool
+    is_authenticated: ClassVar[bool] = True  # read by code written for Django users
+
+    def __str__(self) -> str:
+        return self.name
+
+    def owns_sender(self, uid: int) -> bool:
+        """One indexed lookup; only sending endpoints need it, so it is not loaded up front."""
+        return ApiClientSender.objects.filter(client_id=self.client_id, uid=uid).exists()
+
+
+def principal_for(token: str) -> ApiPrincipal | None:
+    row = (
+        ApiClient.objects.filter(
+            token_hash=token_hash(token), is_active=True, revoked_at__isnull=True
+        )
+        .values_list("pk", "name", "scopes", "is_operator")
+        .first()
+    )
+    if row is None:
+        return None
+    pk, name, scopes, is_operator = row
+    return ApiPrincipal(pk, name, frozenset(scopes or ()), is_operator)
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[ApiPrincipal, ApiPrincipal] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != b"bearer" or len(header) != 2:
+            raise AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
+        token = header[1].decode("latin-1")
+        found = principal_for(token) if len(token) <= MAX_TOKEN_CHARS else None
+        if found is None:
+            raise AuthenticationFailed("Unknown, inactive or revoked token.")
+        return found, found
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="missive"'
+
+
+class IsApiClient(BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, ApiPrincipal)
+
+
+def principal(request: Request) -> ApiPrincipal:
+    found = request.auth
+    if not isinstance(found, ApiPrincipal):  # IsApiClient has already refused such requests
+        raise AuthenticationFailed("Authentication required.")
+    return found
+
+
+def require_scope(request: Request, scope: str) -> ApiPrincipal:
+    found = principal(request)
+    if scope not in found.scopes:
+        raise Forbidden(f"This client lacks the '{scope}' scope.")
+    return found
+
+
+def require_sender(request: Request, uid: int, field: str = "sender_uid") -> ApiPrincipal:
+    """404 unless ``uid`` is one of the client's senders (others' senders look nonexistent)."""
+    found = principal(request)
+    if not found.owns_sender(uid):
+        raise NotFound(f"No sender {uid} for this client.", {field: "not a sender of this client"})
+    return found

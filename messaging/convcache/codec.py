@@ -1,0 +1,144 @@
+"""Packed conversation summaries: one format for the Redis hash values and the HBase cells.
+
+    <mtime>|<member>|<L or T>|<category>|<peer>|<json>
+
+``mtime`` (decimal ms, below 2**53 so Lua compares it exactly) is the version. ``member`` is
+``<sort_key:016x><peer:016x>``: the zset member, whose byte order is the list order. ``L`` marks a
+live entry, ``T`` a tombstone; at equal mtimes the tombstone is the newer version. ``peer`` is the
+decimal uid (Lua cannot print a 64-bit integer). ``json`` is ``[last_msgkey, sender_uid | null,
+preview | null, pinned, muted, read_upto]``: all a list item shows besides the live unread count,
+so a cached page costs no MySQL query. The Lua scripts read the header only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from messaging import msgkey as keys
+from messaging.content import preview as content_preview
+from messaging.models import Conversation, Message, MessageStatus
+from messaging.selectors import ConversationItem
+
+RECALLED_PREVIEW = "[recalled]"
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    peer: int
+    mtime: int
+    sort_key: int = 0
+    category: str = ""
+    last_msgkey: int = 0
+    sender_uid: int | None = None
+    preview: str | None = None
+    pinned: bool = False
+    muted: bool = False
+    read_upto: int = 0
+    deleted: bool = False
+
+    @property
+    def member(self) -> str:
+        return member(self.sort_key, self.peer)
+
+    @property
+    def version(self) -> tuple[int, bool]:
+        return (self.mtime, self.deleted)
+
+
+def member(sort_key: int, peer: int) -> str:
+    return f"{sort_key:016x}{peer:016x}"
+
+
+def field(peer: int) -> str:
+    return f"{peer:016x}"
+
+
+def parse_member(value: str) -> tuple[int, int]:
+    return int(value[:16], 16), int(value[16:], 16)
+
+
+def cursor_member(cursor: str | None) -> str:
+    """A list cursor ``<sort_key>:<peer_uid>`` as a zset member ('' for the first page)."""
+    if not cursor:
+        return ""
+    sort_key, _, peer = cursor.partition(":")
+    return member(int(sort_key), int(peer))
+
+
+def encode(s: Summary) -> bytes:
+    kind = "T" if s.deleted else "L"
+    body = "" if s.deleted else _payload(s)
+    return f"{s.mtime}|{s.member}|{kind}|{s.category}|{s.peer}|{body}".encode()
+
+
+def _payload(s: Summary) -> str:
+    fields = [s.last_msgkey, s.sender_uid, s.preview, int(s.pinned), int(s.muted), s.read_upto]
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode(raw: bytes) -> Summary:
+    mtime, mem, kind, category, peer, body = raw.decode().split("|", 5)
+    sort_key, _ = parse_member(mem)
+    if kind == "T":
+        return Summary(int(peer), int(mtime), sort_key, deleted=True)
+    last, sender, preview, pinned, muted, read_upto = json.loads(body)
+    return Summary(
+        int(peer), int(mtime), sort_key, category, last, sender, preview, bool(pinned),
+        bool(muted), read_upto,
+    )
+
+
+def tombstone(peer: int, mtime: int) -> Summary:
+    return Summary(peer, mtime, deleted=True)
+
+
+def from_row(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
+    message = messages.get(conv.last_msgkey)
+    sender = preview = None
+    if message is not None:
+        sender = message.sender_uid
+        recalled = message.status == MessageStatus.RECALLED
+        preview = RECALLED_PREVIEW if recalled else content_preview(message.type, message.body)
+    return Summary(
+        conv.peer_uid, conv.mtime, conv.sort_key, conv.category, conv.last_msgkey, sender,
+        preview, conv.pinned, conv.muted, conv.read_upto,
+    )
+
+
+def to_item(s: Summary, unread: int) -> ConversationItem:
+    last = None
+    if s.sender_uid is not None:
+        last = {
+            "msgkey": s.last_msgkey,
+            "sender_uid": s.sender_uid,
+            "preview": s.preview,
+            "created_at": keys.created_at(s.last_msgkey).isoformat(),
+        }
+    return ConversationItem(
+        s.peer, s.category, unread, last, s.sort_key, s.pinned, s.muted, s.mtime
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fill:
+    """A source's answer for one owner: the top live entries, newest first, and how far they
+    reach. Every conversation at or above ``boundary`` (a member) is among ``entries``; with
+    ``complete`` they are the owner's whole list."""
+
+    entries: list[Summary]
+    boundary: str
+    complete: bool
+    source: str  # 'm' MySQL, 'h' HBase
+
+    def page(self, cursor: str, want: int, category: str | None) -> list[Summary] | None:
+        """``want`` entries after ``cursor``, or None when the page leaves what this covers."""
+        if cursor and not self.complete and cursor <= self.boundary:
+            return None
+        found = [
+            s
+            for s in self.entries
+            if (not cursor or s.member < cursor) and (not category or s.category == category)
+        ][:want]
+        return found if len(found) == want or self.complete else None

@@ -1,0 +1,138 @@
+"""Tier 1 of the conversation-list cache: Redis (key layout in keys.py, scripts in lua/).
+
+Per owner, the top CONVCACHE_SIZE conversations as packed summaries in a hash, ordered by a
+lexicographic zset, with a 24 h TTL. What the tier holds is always a *prefix* of the owner's list:
+every conversation whose member (sort key, peer) is at or above the boundary member ``_b`` is
+cached with its newest pushed version (or ``_a``: the whole list is cached). Pages that stay
+inside the prefix are served here; a page that leaves it is answered ``beyond`` (read MySQL).
+
+Every write is a compare-and-set on the version (mtime, tombstone wins a tie) inside one Lua
+script, so out-of-order pushes never regress an entry. Dropped entries leave tombstones (at most
+2 x CONVCACHE_SIZE, then the oldest are forgotten and a floor remembers their newest mtime).
+
+A fill is a generation (``_g``): a miss starts one atomically in the read script, the caller
+reads tier 2 and hands the answer to ``finish``. Pushes carry the generation they saw before
+reading MySQL (``probe``), which is what lets ``apply`` decide about entries it has never seen
+(see writer.py). Whenever a script cannot decide safely it drops the owner's keys: a miss is
+always correct.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from config.redis import get_redis
+from messaging import msgkey as clock
+from messaging.convcache import codec, keys, lua
+from messaging.convcache.codec import Fill, Summary
+from unread import keys as unread_keys
+
+FILL_DEADLINE_MS = 30_000
+BURST_WINDOW_S = 60
+
+
+def cap() -> int:
+    return int(settings.CONVCACHE_SIZE)
+
+
+def new_generation() -> str:
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    status: str  # 'hit' | 'beyond' | 'miss' | 'filling'
+    generation: str = ""
+    hbase_dirty: bool = False
+    entries: list[Summary] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)
+
+
+def read(owner: int, *, cursor: str, want: int, category: str | None) -> ReadResult:
+    script_keys = [*keys.cache_keys(owner), unread_keys.unread(owner), keys.hbase_dirty(owner)]
+    deadline = clock.now_ms() + FILL_DEADLINE_MS
+    args = [new_generation(), deadline, cursor, want, category or ""]
+    reply = lua.call("read", script_keys, args)
+    status = reply[0].decode()
+    if status == "hit":
+        counts = [int(c or 0) for c in reply[2]]
+        return ReadResult(status, entries=[codec.decode(v) for v in reply[1]], unread=counts)
+    if status == "beyond":
+        return ReadResult(status)
+    return ReadResult(status, reply[1].decode(), bool(reply[2]))
+
+
+def begin(owner: int) -> tuple[str, str]:
+    """Start a fill unless one runs or the cache is ready: ``(state, generation)``."""
+    deadline = clock.now_ms() + FILL_DEADLINE_MS
+    state, gen = lua.call("begin", keys.cache_keys(owner), [new_generation(), deadline])
+    return state.decode(), gen.decode()
+
+
+def finish(owner: int, generation: str, fill: Fill) -> int:
+    """Hand a source's answer to the fill ``generation``: 1 done, 0 superseded, -1 dropped."""
+    expires = clock.now_ms() + int(settings.CONVCACHE_TTL_S) * 1000
+    head = [generation, fill.source, fill.boundary, int(fill.complete), expires, cap(), 2 * cap()]
+    return int(lua.call("fill", keys.cache_keys(owner), head + _pairs(fill.entries)))
+
+
+def probe_many(
+    pairs: Sequence[tuple[int, int]], *, track_bursts: bool
+) -> tuple[dict[int, str | None], list[int]]:
+    """The cache generation of every owner, plus the owners whose burst starts a prewarm."""
+    pipe = get_redis().pipeline(transaction=False)
+    threshold, window = settings.BURST_NEW_CONVERSATIONS, settings.PREWARM_WINDOW_S
+    for owner, peer in pairs:
+        script_keys = [*keys.cache_keys(owner), keys.burst(owner), keys.prewarm_marker(owner)]
+        args = [peer, int(track_bursts), threshold, BURST_WINDOW_S, window]
+        lua.call("probe", script_keys, args, client=pipe)
+    generations: dict[int, str | None] = {}
+    triggered = []
+    for (owner, _), (gen, trigger) in zip(pairs, pipe.execute(), strict=True):
+        generations[owner] = gen.decode() if gen else None
+        if trigger:
+            triggered.append(owner)
+    return generations, triggered
+
+
+def apply_many(pushes: Mapping[int, tuple[str | None, Sequence[Summary]]]) -> dict[int, int]:
+    """Compare-and-set each owner's records (one script call per owner, one pipeline)."""
+    pipe = get_redis().pipeline(transaction=False)
+    owners = list(pushes)
+    for owner in owners:
+        generation, summaries = pushes[owner]
+        args = [generation or "", cap(), 2 * cap(), *_pairs(summaries)]
+        lua.call("apply", keys.cache_keys(owner), args, client=pipe)
+    return {o: int(r) for o, r in zip(owners, pipe.execute(), strict=True)}
+
+
+def drop(owners: Iterable[int]) -> None:
+    client = get_redis()
+    for owner in owners:
+        client.delete(*keys.cache_keys(owner))
+
+
+def mark_hbase_dirty(owners: Iterable[int]) -> None:
+    """An HBase write for these owners failed: their HBase rows are not trusted until rebuilt."""
+    now = clock.now_ms()
+    pipe = get_redis().pipeline(transaction=False)
+    for owner in owners:
+        pipe.set(keys.hbase_dirty(owner), now, ex=30 * 24 * 3600)
+    pipe.execute()
+
+
+def clear_hbase_dirty(owner: int, rebuilt_from_ms: int) -> None:
+    """A rebuild that began at ``rebuilt_from_ms`` covers failures up to that moment only."""
+    client = get_redis()
+    marked = client.get(keys.hbase_dirty(owner))
+    if marked is not None and int(marked) < rebuilt_from_ms:
+        client.delete(keys.hbase_dirty(owner))
+
+
+def _pairs(summaries: Iterable[Summary]) -> list[Any]:
+    return [v for s in summaries for v in (codec.field(s.peer), codec.encode(s))]

@@ -1,0 +1,261 @@
+"""Fan-out benchmark: one campaign to N recipients per inbox backend, against the raw store.
+
+    python scripts/bench_fanout.py [--recipients 200000] [--backends sql,hbase] [--workers 2]
+
+For each backend: seeds a business account with N followers, starts real Celery workers on
+``bulk.daily`` (channel rate unlimited), launches one campaign and times it from launch until the
+campaign is ``finished`` (every batch committed: inbox rows, conversations, unread counters,
+delivery events, ledger). Then, in the same run, writes the same N inbox rows straight into the
+store with as many processes (bare multi-row INSERTs on MariaDB; bare happybase batches on HBase)
+and prints both rates and their ratio. After each campaign it checks exactly-once (one inbox entry
+per recipient, unread 1 each and totals equal to their parts, campaign totals) and exits non-zero
+if anything is off. Runs against the services of ``scripts/services up`` in its own database
+(missive_bench), Redis databases 14/15 and HBase table prefix ``bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_ENV = {
+    "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_bench",
+    "REDIS_URL": "redis://127.0.0.1:6379/14",
+    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15",
+    "HBASE_TABLE_PREFIX": "bench",
+}
+for _name, _value in BENCH_ENV.items():
+    os.environ.setdefault(_name, _value)
+
+
+def ensure_database() -> None:
+    import MySQLdb
+
+    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
+    conn.cursor().execute(
+        "CREATE DATABASE IF NOT EXISTS missive_bench CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    )
+    conn.close()
+
+
+ensure_database()
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from bulk import services  # noqa: E402
+from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy  # noqa: E402
+from config.celery import app  # noqa: E402
+from config.redis import get_redis  # noqa: E402
+from messaging.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
+from messaging.inbox.hbase import rowkey  # noqa: E402
+from messaging.models import Account  # noqa: E402
+from unread import keys as unread_keys  # noqa: E402
+
+
+def seed(sender: int, recipients: range) -> None:
+    Account.objects.create(uid=sender, kind="business", name=f"bench {sender}")
+    SenderPolicy.objects.create(sender_uid=sender, per_receiver_limit=0)
+    with connection.cursor() as cur:
+        for start in range(0, len(recipients), 10_000):
+            chunk = recipients[start : start + 10_000]
+            values = ", ".join(["(%s, %s, NOW())"] * len(chunk))
+            params = [v for uid in chunk for v in (uid, sender)]
+            cur.execute(
+                "INSERT INTO messaging_follow (follower_uid, followee_uid, followed_at) "
+                f"VALUES {values}", params,
+            )
+
+
+def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, "INBOX_BACKEND": backend}
+    procs = []
+    for i in range(count):
+        cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "bulk.daily",
+               "-c", str(concurrency), "-n", f"bench{i}-{backend}@%h", "--without-gossip",
+               "--without-mingle", "-l", "ERROR", "--quiet"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
+    deadline = time.monotonic() + 60
+    names = {f"bench{i}-{backend}" for i in range(count)}
+    while time.monotonic() < deadline:
+        replies = app.control.ping(timeout=0.5) or []
+        seen = {name.split("@")[0] for reply in replies for name in reply}
+        if names <= seen:
+            return procs
+    raise SystemExit("benchmark workers did not start")
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=60)
+
+
+def run_campaign(sender: int) -> tuple[float, Campaign]:
+    started = time.perf_counter()
+    campaign, _ = services.campaign_create(
+        sender_uid=sender, content={"type": "text", "text": "benchmark"},
+        audience=services.AudienceChoice("followers", {}, None), channel="daily",
+    )
+    while Campaign.objects.get(pk=campaign.pk).status not in (
+        CampaignStatus.FINISHED, CampaignStatus.FAILED, CampaignStatus.CANCELLED
+    ):
+        time.sleep(0.05)
+    return time.perf_counter() - started, Campaign.objects.get(pk=campaign.pk)
+
+
+def verify(backend: str, sender: int, recipients: range, campaign: Campaign) -> list[str]:
+    problems = []
+    n = len(recipients)
+    if (campaign.status, campaign.total, campaign.delivered) != ("finished", n, n):
+        problems.append(f"campaign {campaign.status} total={campaign.total} "
+                        f"delivered={campaign.delivered} (expected {n})")
+    owners = inbox_owners(backend, sender)
+    if owners != n or inbox_distinct(backend, sender) != n:
+        problems.append(f"inbox holds {owners} rows for {n} recipients")
+    problems += unread_problems(sender, recipients)
+    return problems
+
+
+def inbox_owners(backend: str, sender: int) -> int:
+    if backend == "sql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM messaging_inbox WHERE peer_uid = %s", [sender])
+            return int(cur.fetchone()[0])
+    return len(hbase_owner_rows(sender))
+
+
+def inbox_distinct(backend: str, sender: int) -> int:
+    if backend == "sql":
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(DISTINCT owner_uid) FROM messaging_inbox WHERE peer_uid = %s",
+                [sender],
+            )
+            return int(cur.fetchone()[0])
+    return len(set(hbase_owner_rows(sender)))
+
+
+_hbase_rows: dict[int, list[int]] = {}
+
+
+def hbase_owner_rows(sender: int) -> list[int]:
+    """Owners of every inbox row whose peer is ``sender`` (a full scan of the bench table)."""
+    if sender not in _hbase_rows:
+        from config import hbase
+
+        peer = sender.to_bytes(8, "big")
+
+        def scan(conn):  # type: ignore[no-untyped-def]
+            rows = conn.table(HBASE_TABLE).scan(filter=b"KeyOnlyFilter()", batch_size=5000)
+            return [int.from_bytes(k[1:9], "big") for k, _ in rows if k[9:17] == peer]
+
+        _hbase_rows[sender] = hbase.call(scan)
+    return _hbase_rows[sender]
+
+
+def unread_problems(sender: int, recipients: range) -> list[str]:
+    pipe = get_redis().pipeline(transaction=False)
+    for uid in recipients:
+        pipe.hmget(unread_keys.unread(uid), [f"p:{sender}", "t"])
+    wrong = sum(1 for values in pipe.execute() if values != [b"1", b"1"])
+    return [f"{wrong} recipients have unread != 1"] if wrong else []
+
+
+def raw_rate(backend: str, sender: int, recipients: range, processes: int) -> float:
+    parts = [recipients[i::processes] for i in range(processes)]
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        started = time.perf_counter()
+        pool.starmap(_raw_write, [(backend, sender, list(p)) for p in parts])
+        return len(recipients) / (time.perf_counter() - started)
+
+
+def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
+    msgkey = 1 << 40  # another message than the campaign's: same rows, no overwrite
+    if backend == "sql":
+        connection.close()  # never share the parent's socket after fork
+        with connection.cursor() as cur:
+            for start in range(0, len(owners), 1000):
+                chunk = owners[start : start + 1000]
+                values = ", ".join(["(%s, %s, %s, 0, 0)"] * len(chunk))
+                params = [v for o in chunk for v in (o, sender, msgkey)]
+                cur.execute("INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, "
+                            f"flags) VALUES {values}", params)
+        return
+    import happybase
+    from django.conf import settings
+
+    conn = happybase.Connection(settings.HBASE["HOST"], settings.HBASE["PORT"],
+                                table_prefix=settings.HBASE["TABLE_PREFIX"],
+                                table_prefix_separator=b"_")
+    with conn.table(HBASE_TABLE).batch(batch_size=1000) as batch:
+        for owner in owners:
+            batch.put(rowkey(owner, sender, msgkey), {b"d:v": b"\x00\x00"})
+    conn.close()
+
+
+def bench(backend: str, n: int, base: int, workers: int, concurrency: int) -> dict[str, float]:
+    sender, recipients = base, range(base + 1, base + 1 + n)
+    seed(sender, recipients)
+    procs = start_workers(backend, workers, concurrency)
+    try:
+        seconds, campaign = run_campaign(sender)
+    finally:
+        stop(procs)
+    problems = verify(backend, sender, recipients, campaign)
+    raw = raw_rate(backend, sender, recipients, workers * concurrency)
+    fanout = n / seconds
+    print(f"{backend:6} fan-out {fanout:>9,.0f} recipients/s ({seconds:.1f}s) | raw store "
+          f"{raw:>9,.0f} rows/s | ratio {fanout / raw:.2f} | exactly-once: "
+          f"{'OK' if not problems else 'FAILED'}")
+    if problems:
+        raise SystemExit(f"exactly-once check FAILED on {backend}: " + "; ".join(problems))
+    return {"fanout": fanout, "raw": raw, "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipients", type=int, default=200_000)
+    parser.add_argument("--backends", default="sql,hbase")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--concurrency", type=int, default=1, help="pool size per worker")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per backend (median)")
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    call_command("hbase_init", verbosity=0)
+    get_redis().flushdb()
+    app.control.purge()
+    ChannelSetting.objects.update_or_create(
+        channel="daily", defaults={"rate_per_s": 10**9, "batch_size": args.batch_size}
+    )
+    base = int(time.time()) * 10_000_000
+    print(f"{args.recipients:,} recipients per run, {args.workers} worker processes x "
+          f"{args.concurrency}, batches of {args.batch_size}")
+    for backend in args.backends.split(","):
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(bench(backend, args.recipients, base, args.workers, args.concurrency))
+            base += args.recipients + 1
+        if args.repeat > 1:
+            med = {k: statistics.median(r[k] for r in runs) for k in ("fanout", "raw")}
+            print(f"{backend:6} median of {args.repeat}: fan-out {med['fanout']:,.0f}/s, raw "
+                  f"{med['raw']:,.0f}/s, ratio {med['fanout'] / med['raw']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

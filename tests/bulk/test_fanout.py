@@ -1,0 +1,171 @@
+"""Fan-out semantics driven synchronously through the services: exactly once under redelivery,
+crashes at each step, quotas, budget, pause/resume/cancel, on both inbox backends."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from bulk import quotas, services
+from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
+from messaging import inbox as inbox_module
+from messaging.inbox import get_inbox
+from tests.bulk.helpers import (
+    assert_exactly_once,
+    business_with_followers,
+    launch,
+    run_synchronously,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(params=["sql", "hbase"])
+def backend(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    inbox_module._cached.cache_clear()
+    with override_settings(INBOX_BACKEND=request.param):
+        yield request.param
+    inbox_module._cached.cache_clear()
+
+
+def test_every_batch_delivered_three_times_is_still_exactly_once(backend, uids) -> None:  # type: ignore[no-untyped-def]
+    scenario = business_with_followers(uids(2501), blocked_every=50)
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk, repeat=3)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender,
+                        skipped_blocked=len(scenario.blocked))
+    assert CampaignBatch.objects.filter(campaign=campaign).count() == 3  # 2,500 in 1,000s
+
+
+@pytest.mark.parametrize("crash_in", [
+    "messaging.services.conversations_touch_many",
+    "messaging.services.unread_incr_many",
+    "messaging.services.publish_deliveries",
+    "bulk.ledger.maybe_finish",
+])
+def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    scenario = business_with_followers(uids(1201))
+    campaign = launch(scenario)
+    while services.campaign_plan_step(campaign.pk):
+        pass
+    first = CampaignBatch.objects.filter(campaign=campaign).order_by("index").first()
+    assert first is not None
+
+    def crash(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ConnectionError("worker died here")
+
+    monkeypatch.setattr(crash_in, crash)
+    with pytest.raises(ConnectionError):
+        services.batch_run(first.pk)
+    monkeypatch.undo()
+    run_synchronously(campaign.pk)
+    services.sweep()  # a crash after the ledger commit leaves only the finish check to redo
+    services.campaign_plan_step(campaign.pk)
+    from bulk import ledger
+
+    ledger.maybe_finish(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+@override_settings(BULK_LEASE_S=0)
+def test_a_batch_whose_worker_died_holding_the_lease_is_taken_over(uids) -> None:
+    scenario = business_with_followers(uids(301))
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    from bulk import ledger
+
+    assert ledger.lease(batch.pk) is not None  # the dead worker's lease, never completed
+    report = services.sweep()
+    assert report.batches_requeued == 1
+    assert services.batch_run(batch.pk).state == "done"
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_a_live_lease_keeps_a_redelivered_batch_from_running_twice(uids) -> None:
+    scenario = business_with_followers(uids(11))
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    from bulk import ledger
+
+    token = ledger.lease(batch.pk)
+    assert services.batch_run(batch.pk).state == "leased"
+    assert token is not None
+    ledger.release(batch.pk, token)
+    assert services.batch_run(batch.pk).state == "done"
+
+
+def test_receivers_at_their_cap_are_skipped_and_counted(uids) -> None:
+    scenario = business_with_followers(uids(401), limit=1)
+    first = launch(scenario, text="first")
+    run_synchronously(first.pk)
+    second = launch(scenario, text="second")
+    run_synchronously(second.pk)
+    second.refresh_from_db()
+    assert second.status == CampaignStatus.FINISHED
+    assert (second.delivered, second.skipped_quota) == (0, 400)
+    assert all(get_inbox().count(u, scenario.sender) == 1 for u in scenario.followers[:20])
+
+
+def test_budget_exhaustion_pauses_and_the_renewed_budget_resumes_without_gaps(uids) -> None:
+    scenario = business_with_followers(uids(2301))
+    SenderPolicy.objects.filter(sender_uid=scenario.sender).update(daily_budget=1500)
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk)
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.pause_reason) == (CampaignStatus.PAUSED, "budget")
+    assert campaign.delivered == 1500
+    assert quotas.budget_remaining(scenario.sender) == 0
+    SenderPolicy.objects.filter(sender_uid=scenario.sender).update(daily_budget=5000)  # renewal
+    report = services.sweep()
+    assert report.resumed == 1
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_pause_stops_between_batches_and_resume_neither_resends_nor_skips(uids) -> None:
+    scenario = business_with_followers(uids(3001))
+    campaign = launch(scenario)
+    while services.campaign_plan_step(campaign.pk):
+        pass
+    batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
+    services.batch_run(batches[0].pk)
+    services.campaign_pause(campaign_id=campaign.pk)
+    assert services.batch_run(batches[1].pk).state == "inactive"
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.delivered) == (CampaignStatus.PAUSED, 1000)
+    services.campaign_resume(campaign_id=campaign.pk)
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_cancel_stops_delivery_and_never_finishes(uids) -> None:
+    scenario = business_with_followers(uids(2001))
+    campaign = launch(scenario)
+    while services.campaign_plan_step(campaign.pk):
+        pass
+    first = CampaignBatch.objects.filter(campaign=campaign).order_by("index").first()
+    assert first is not None
+    services.batch_run(first.pk)
+    services.campaign_cancel(campaign_id=campaign.pk)
+    run_synchronously(campaign.pk)
+    campaign.refresh_from_db()
+    assert (campaign.status, campaign.delivered) == (CampaignStatus.CANCELLED, 1000)
+    assert CampaignBatch.objects.filter(campaign=campaign, state=BatchState.PENDING).count() == 1
+
+
+def test_content_is_stored_once_and_the_sender_never_receives_it(uids) -> None:
+    scenario = business_with_followers(uids(51))
+    from messaging.models import Follow
+
+    Follow.objects.create(follower_uid=scenario.sender, followee_uid=scenario.sender,
+                          followed_at=Follow.objects.first().followed_at)  # type: ignore[union-attr]
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk)
+    campaign = Campaign.objects.get(pk=campaign.pk)
+    from messaging.models import Message
+
+    assert Message.objects.filter(sender_uid=scenario.sender).count() == 1
+    assert get_inbox().count(scenario.sender, scenario.sender) == 0
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)

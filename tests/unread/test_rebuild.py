@@ -1,0 +1,125 @@
+"""``manage.py unread_rebuild``: counters come back exactly from conversations and the inbox."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from config.redis import get_redis
+from messaging import services
+from tests.unread.test_services import assert_consistent
+from unread import rebuild
+from unread.selectors import unread_summary
+from unread.services import unread_incr, unread_set
+
+pytestmark = pytest.mark.django_db
+Uids = Callable[[int], list[int]]
+
+
+def send(sender: int, receiver: int, text: str = "hi") -> int:
+    result = services.message_send(
+        sender_uid=sender,
+        receiver_uid=receiver,
+        content={"type": "text", "text": text},
+        client_msg_id=f"{sender}-{receiver}-{text}",
+    )
+    return result.message.msgkey
+
+
+def rebuild_report(*args: str) -> dict[str, int]:
+    out = StringIO()
+    call_command("unread_rebuild", *args, stdout=out)
+    pairs = (line.rsplit(":", 1) for line in out.getvalue().splitlines())
+    return {name: int(value) for name, value in pairs}
+
+
+def snapshot(users: list[int]) -> dict[int, tuple[int, dict[str, int], dict[int, int]]]:
+    summaries = {u: unread_summary(u) for u in users}
+    return {u: (s.total, s.by_category, s.by_peer) for u, s in summaries.items()}
+
+
+@pytest.fixture
+def traffic(uids: Uids) -> list[int]:
+    """Three users with read, unread, recalled and sent messages between them."""
+    alice, bob, carol = uids(3)
+    first = send(alice, bob, "1")
+    send(alice, bob, "2")
+    send(alice, bob, "3")
+    send(carol, bob, "4")
+    send(carol, bob, "5")
+    send(bob, alice, "6")
+    send(carol, alice, "7")
+    services.conversation_mark_read(owner_uid=bob, peer_uid=alice, upto_msgkey=first)
+    recalled = send(carol, bob, "8")
+    services.message_recall(msgkey=recalled, actor_uid=carol)
+    return [alice, bob, carol]
+
+
+def test_rebuild_after_redis_lost_everything_restores_exact_counts(traffic: list[int]) -> None:
+    alice, bob, carol = traffic
+    truth = snapshot(traffic)
+    assert truth[bob][0] == 4
+    get_redis().flushdb()
+
+    report = rebuild_report("--uid", str(alice), str(bob), "--uid", str(carol))
+
+    assert snapshot(traffic) == truth
+    assert report == {
+        "users scanned": 3,
+        "users with drift": 2,
+        "conversations fixed": 4,
+        "total drift": 6,
+    }
+    for user in traffic:
+        assert_consistent(user)
+
+
+def test_rebuild_reports_and_fixes_a_corrupted_count(traffic: list[int]) -> None:
+    alice, bob, carol = traffic
+    truth = snapshot(traffic)
+    unread_set(owner_uid=bob, peer_uid=alice, category="stranger", count=9)  # truly 2
+    unread_incr(owner_uid=carol, peer_uid=alice, category="stranger", marker=None)  # truly 0
+
+    report = rebuild_report("--all")
+
+    assert report["users with drift"] == 2
+    assert report["conversations fixed"] == 2
+    assert report["total drift"] == 7 + 1
+    assert report["users scanned"] >= 3
+    assert snapshot(traffic) == truth
+    assert rebuild_report("--uid", str(bob))["total drift"] == 0
+
+
+def test_rebuild_all_clears_counters_of_users_without_conversations(uids: Uids) -> None:
+    ghost, peer = uids(2)
+    unread_incr(owner_uid=ghost, peer_uid=peer, category="stranger", marker=None)
+
+    report = rebuild_report("--all")
+
+    assert report["total drift"] == 1
+    assert unread_summary(ghost).total == 0
+
+
+def test_rebuild_walks_owners_with_a_keyset_cursor(uids: Uids) -> None:
+    senders = uids(7)
+    receiver = senders.pop()
+    for sender in senders:
+        send(receiver, sender)
+
+    walked = list(rebuild.iter_owners(chunk=2))
+
+    assert sorted(set(senders) | {receiver}) == [
+        u for u in walked if u in set(senders) | {receiver}
+    ]
+    assert walked == sorted(set(walked))
+
+
+def test_rebuild_needs_users_or_all() -> None:
+    with pytest.raises(CommandError, match="--uid"):
+        call_command("unread_rebuild")
+    with pytest.raises(CommandError, match="--uid"):
+        call_command("unread_rebuild", "--all", "--uid", "1")

@@ -1,0 +1,105 @@
+"""Rebuild unread counters from the truth: conversations (read position) plus the inbox.
+
+A conversation's unread count is ``inbox.count_after(owner, peer, read_upto)``; only conversations
+whose ``last_msgkey`` is past ``read_upto`` can have any, so the others cost no inbox read. Each
+user's recomputed counts replace the Redis hash in one Lua call (``unread_replace``), which also
+reports the drift it corrected.
+
+Owners are walked with a keyset cursor on ``owner_uid`` (bounded memory for any number of users).
+Counters that changed while a user was being recomputed are overwritten with the recomputed value:
+run it on a quiet system or accept one message's worth of error for users being written to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from django.db.models import F
+
+from config.redis import get_redis
+from messaging.inbox import get_inbox
+from messaging.models import Conversation
+from unread import keys
+from unread.services import Replaced, unread_replace
+
+OWNER_CHUNK = 1000
+
+
+@dataclass
+class RebuildStats:
+    users: int = 0
+    users_with_drift: int = 0
+    conversations_fixed: int = 0
+    total_drift: int = 0
+
+    def add(self, replaced: Replaced) -> None:
+        self.users += 1
+        if replaced.conversations_changed:
+            self.users_with_drift += 1
+            self.conversations_fixed += replaced.conversations_changed
+            self.total_drift += replaced.drift
+
+
+def recount(owner_uid: int) -> list[tuple[int, str, int]]:
+    """``(peer, category, unread)`` of every conversation of ``owner_uid`` with unread messages."""
+    inbox = get_inbox()
+    candidates = (
+        Conversation.objects.filter(owner_uid=owner_uid, last_msgkey__gt=F("read_upto"))
+        .values_list("peer_uid", "category", "read_upto")
+        .iterator(chunk_size=2000)
+    )
+    counts = (
+        (peer, cat, inbox.count_after(owner_uid, peer, upto)) for peer, cat, upto in candidates
+    )
+    return [c for c in counts if c[2] > 0]
+
+
+def unread_rebuild_user(owner_uid: int) -> Replaced:
+    return unread_replace(owner_uid=owner_uid, counts=recount(owner_uid))
+
+
+def unread_rebuild_many(
+    owner_uids: Iterable[int], stats: RebuildStats | None = None
+) -> RebuildStats:
+    stats = stats or RebuildStats()
+    for owner_uid in owner_uids:
+        stats.add(unread_rebuild_user(owner_uid))
+    return stats
+
+
+def iter_owners(chunk: int = OWNER_CHUNK) -> Iterator[int]:
+    """Every owner with a conversation, ascending, ``chunk`` distinct owners per query."""
+    after: int | None = None
+    while True:
+        qs = Conversation.objects.order_by("owner_uid").values_list("owner_uid", flat=True)
+        if after is not None:
+            qs = qs.filter(owner_uid__gt=after)
+        owners = list(qs.distinct()[:chunk])
+        yield from owners
+        if len(owners) < chunk:
+            return
+        after = owners[-1]
+
+
+def iter_orphan_counters(chunk: int = OWNER_CHUNK) -> Iterator[int]:
+    """Owners whose Redis unread hash exists but who hold no conversation any more."""
+    batch: list[int] = []
+    for name in get_redis().scan_iter(match=keys.UNREAD_SCAN, count=chunk):
+        match = keys.UNREAD_UID.match(name)
+        if match is None:
+            continue
+        batch.append(int(match[1]))
+        if len(batch) >= chunk:
+            yield from _without_conversations(batch)
+            batch = []
+    yield from _without_conversations(batch)
+
+
+def _without_conversations(owner_uids: list[int]) -> list[int]:
+    held = set(
+        Conversation.objects.filter(owner_uid__in=owner_uids)
+        .values_list("owner_uid", flat=True)
+        .distinct()
+    )
+    return [uid for uid in owner_uids if uid not in held]
