@@ -48,12 +48,14 @@ class BoundedListField(serializers.ListField):
 
 
 def _entry_text(value: Any) -> str:
-    """One ``uids`` entry as the line it would be in an upload file."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode()  # lone surrogates cannot be stored
+    """One ``uids`` entry as the line it would be in an upload file (cut like one, too)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    return json.dumps(value, ensure_ascii=False)  # true, 1.5, null, [..]: invalid lines
+    if isinstance(value, str):
+        text = value.encode("utf-8", "replace").decode()  # lone surrogates cannot be stored
+    else:
+        text = json.dumps(value, ensure_ascii=False)  # true, 1.5, null, [..]: invalid lines
+    return text[:LINE_MAX_BYTES] + CUT_MARK if len(text) > LINE_MAX_BYTES else text
 
 
 class UidEntriesField(BoundedListField):

@@ -128,10 +128,7 @@ def mark_hbase_dirty(owners: Iterable[int]) -> None:
 
 def clear_hbase_dirty(owner: int, rebuilt_from_ms: int) -> None:
     """A rebuild that began at ``rebuilt_from_ms`` covers failures up to that moment only."""
-    client = get_redis()
-    marked = client.get(keys.hbase_dirty(owner))
-    if marked is not None and int(marked) < rebuilt_from_ms:
-        client.delete(keys.hbase_dirty(owner))
+    lua.call("undirty", [keys.hbase_dirty(owner)], [rebuilt_from_ms])
 
 
 def _pairs(summaries: Iterable[Summary]) -> list[Any]:

@@ -211,6 +211,39 @@ def test_explicit_uids_skip_bad_entries_as_invalid(uids: Uids) -> None:
     assert_delivered(sender, campaign, {a, b}, {blocked})
 
 
+def test_entries_that_no_uid_could_be_are_invalid_lines_too(uids: Uids) -> None:
+    sender, a = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    entries = ["1" * 5000, {"uid": a}, [a], "\ud800", a]
+
+    created = create(api, sender, {"type": "uids", "uids": entries})
+
+    assert created["skipped"]["invalid"] == 4
+    assert drive(created["id"]).delivered == 1
+
+
+SUPERSCRIPT_TWO, ARABIC_123, FULLWIDTH_123 = "\u00b2", "\u0661\u0662\u0663", "\uff11\uff12\uff13"
+
+
+def test_digits_of_other_scripts_are_invalid_lines_not_uids(uids: Uids) -> None:
+    """Fails until bulk.audiences.parse_uid takes ASCII digits only: str.isdigit() accepts a
+    superscript two, which int() then refuses (a 500), and Arabic-Indic or fullwidth digits,
+    which int() reads as uid 123."""
+    sender, a = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    lines = [str(a), SUPERSCRIPT_TWO, ARABIC_123, FULLWIDTH_123]
+
+    status, stored = upload(api, "\n".join(lines).encode())
+    listed = api.call("POST", "/campaigns", body(sender, {"type": "uids", "uids": lines}))
+
+    assert status == 201, stored
+    assert (stored["count"], stored["invalid_lines"]) == (1, 3)
+    assert listed[0] == 201, listed
+    assert listed[1]["skipped"]["invalid"] == 3
+
+
 def test_the_sender_never_messages_itself(uids: Uids) -> None:
     sender, fan = uids(2)
     shop(sender)

@@ -64,7 +64,7 @@ def test_hbase_helper_retries_once_after_the_gateway_dropped_the_connection(uid:
     # believes it is open, and its next call fails with a transport error.
     pool = hbase.pool()
     with pool.connection() as conn:
-        conn.transport._trans.sock.shutdown(socket.SHUT_RDWR)
+        conn.transport.sock.shutdown(socket.SHUT_RDWR)
     assert b"inbox" in hbase.call(counted)
     assert len(calls) == 2  # the first attempt hit the dead socket, the retry succeeded
 

@@ -1,0 +1,209 @@
+"""Tier 2 of the conversation-list cache: the HBase ``convlist`` table (happybase, Thrift1).
+
+Row ``salt | owner`` (the inbox's salt, so the 16 pre-split regions share the load), family ``c``:
+
+    c:m                        meta, JSON {"g": generation, "s": "f" filling | "r" ready |
+                               "x" stale, "b": boundary member, "a": 1 when the whole list}
+    c:e<gen:4 B><peer:8 B>     one packed summary (codec.py) per conversation and generation
+
+**Versions are HBase cell timestamps.** A push writes its cell with timestamp = the conversation's
+version (its mtime; a deletion's tombstone is mtime + 1). HBase serves the cell with the highest
+timestamp whatever order puts arrive in, so an out-of-order push can never regress a
+conversation, with no read-compare-write and no lock, and a bulk batch of 1,000 owners stays one
+``mutateRowsTs`` call per distinct mtime (in practice one: a batch is stamped with one mtime).
+The alternative — the version inside the value plus a guarded read-compare-write — costs a read
+and a ``checkAndPut`` RPC per cell (Thrift1 does have ``checkAndPut``, on the raw client only, one
+cell per call), so it is used only for the single meta cell.
+
+**Builds use the lowest timestamp and a new generation.** A (re)build reads MySQL after moving the
+meta to a new generation, and writes its entries with timestamp FILL_TS (the msgkey epoch, below
+every mtime): any push into the same generation read MySQL after the build began, so it is at
+least as new, and must win. Rebuilds never delete cells of the live generation: a delete marker
+masks every later put with a lower or equal timestamp, so a re-put entry would vanish; the old
+generation's cells are garbage, deleted after the new one is ready. The meta cell moves only by
+``checkAndPut`` on the exact bytes read, so concurrent rebuilds and invalidations cannot interleave.
+
+**Reading.** A row serves when its meta is ready; the valid prefix is every live entry of the
+current generation at or above the boundary member (every entry when ``a``). Pushes add entries
+(new conversations at the top), so the row grows between rebuilds; ``View.cells`` tells the caller
+when a rebuild (a prewarm) should compact it. Pushes write only rows that exist (one multi-get of
+the meta cells per batch first); the convlist family must keep no TTL (builds use old timestamps).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+import happybase
+from django.conf import settings
+from Hbase_thrift import Mutation
+
+from config import hbase
+from messaging import msgkey as clock
+from messaging.convcache import codec
+from messaging.convcache.codec import Fill, Summary
+from messaging.inbox.hbase import owner_prefix
+
+TABLE = "convlist"
+META = b"c:m"
+ENTRY = b"c:e"
+FILL_TS = clock.EPOCH_MS
+FILLING, READY, STALE = "f", "r", "x"
+CAS_ATTEMPTS = 4
+
+
+def enabled() -> bool:
+    return bool(settings.CONVCACHE_ENABLED and settings.CONVCACHE_HBASE)
+
+
+def rowkey(owner: int) -> bytes:
+    return owner_prefix(owner)
+
+
+def qualifier(generation: int, peer: int) -> bytes:
+    return ENTRY + struct.pack(">IQ", generation, peer)
+
+
+@dataclass(frozen=True)
+class Meta:
+    generation: int
+    state: str
+    boundary: str = ""
+    complete: bool = False
+
+    def encode(self) -> bytes:
+        body = {"g": self.generation, "s": self.state, "b": self.boundary, "a": int(self.complete)}
+        return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Meta:
+        d = json.loads(raw)
+        return cls(int(d["g"]), d["s"], d.get("b", ""), bool(d.get("a", 0)))
+
+
+@dataclass(frozen=True)
+class View:
+    """One owner's row: ``fill`` when the row is ready, and how many cells it holds."""
+
+    meta: Meta | None
+    fill: Fill | None
+    cells: int
+
+
+def _table(conn: happybase.Connection) -> happybase.Table:
+    return conn.table(TABLE)
+
+
+# -- pushes ----------------------------------------------------------------------------------
+def metas(owners: Iterable[int]) -> dict[int, Meta]:
+    """The meta of every owner that has a row (one multi-get)."""
+    by_key = {rowkey(o): o for o in owners}
+
+    def get(conn: happybase.Connection) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        return _table(conn).rows(list(by_key), columns=[META])
+
+    return {by_key[k]: Meta.decode(d[META]) for k, d in hbase.call(get) if META in d}
+
+
+def put_many(items: Sequence[tuple[int, int, Summary]]) -> None:
+    """Write ``(owner, generation, summary)`` cells, timestamp = version: one call per version."""
+    by_ts: dict[int, list[tuple[int, int, Summary]]] = defaultdict(list)
+    for item in items:
+        by_ts[item[2].mtime].append(item)
+
+    def write(conn: happybase.Connection) -> None:
+        for ts, group in by_ts.items():
+            with _table(conn).batch(timestamp=ts) as batch:
+                for owner, gen, s in group:
+                    batch.put(rowkey(owner), {qualifier(gen, s.peer): codec.encode(s)})
+
+    hbase.call(write)
+
+
+# -- reads -----------------------------------------------------------------------------------
+def read(owner: int) -> View:
+    row = hbase.call(lambda conn: _table(conn).row(rowkey(owner)))
+    raw_meta = row.pop(META, None)
+    meta = Meta.decode(raw_meta) if raw_meta else None
+    if meta is None or meta.state != READY:
+        return View(meta, None, len(row))
+    return View(meta, _valid_prefix(meta, row), len(row))
+
+
+def _valid_prefix(meta: Meta, row: Mapping[bytes, bytes]) -> Fill:
+    prefix = ENTRY + struct.pack(">I", meta.generation)
+    live = [codec.decode(v) for q, v in row.items() if q.startswith(prefix)]
+    entries = [
+        s for s in live if not s.deleted and (meta.complete or s.member >= meta.boundary)
+    ]
+    entries.sort(key=lambda s: s.member, reverse=True)
+    return Fill(entries, meta.boundary, meta.complete, "h")
+
+
+# -- builds ----------------------------------------------------------------------------------
+def _cas_meta(conn: happybase.Connection, owner: int, old: bytes | None, new: Meta) -> bool:
+    mutation = Mutation(column=META, value=new.encode())
+    return bool(conn.client.checkAndPut(_table(conn).name, rowkey(owner), META, old, mutation, {}))
+
+
+def _move_meta(owner: int, state: str) -> int | None:
+    """Move the meta to a new generation in ``state``; None if others kept winning the race."""
+
+    def move(conn: happybase.Connection) -> int | None:
+        for _ in range(CAS_ATTEMPTS):
+            old = _table(conn).row(rowkey(owner), columns=[META]).get(META)
+            generation = (Meta.decode(old).generation if old else 0) + 1
+            if _cas_meta(conn, owner, old, Meta(generation, state)):
+                return generation
+        return None
+
+    return hbase.call(move)
+
+
+def begin(owner: int) -> int | None:
+    """Start a build: a new generation, filling. Pushes write into it from now on."""
+    return _move_meta(owner, FILLING)
+
+
+def invalidate(owner: int) -> None:
+    """Stop serving the row (a new, stale generation); only a build makes it ready again."""
+
+    def has_row(conn: happybase.Connection) -> bool:
+        return META in _table(conn).row(rowkey(owner), columns=[META])
+
+    if hbase.call(has_row):
+        _move_meta(owner, STALE)
+
+
+def finish(owner: int, generation: int, fill: Fill) -> bool:
+    """Write the build's entries (lowest timestamp), then mark it ready if still current."""
+    expected = Meta(generation, FILLING).encode()
+    ready = Meta(generation, READY, fill.boundary, fill.complete)
+
+    def write(conn: happybase.Connection) -> bool:
+        with _table(conn).batch(timestamp=FILL_TS, batch_size=1000) as batch:
+            for s in fill.entries:
+                batch.put(rowkey(owner), {qualifier(generation, s.peer): codec.encode(s)})
+        return _cas_meta(conn, owner, expected, ready)
+
+    done = hbase.call(write)
+    if done:
+        _drop_other_generations(owner, generation)
+    return bool(done)
+
+
+def _drop_other_generations(owner: int, generation: int) -> None:
+    """Delete the cells of older generations (a newer build's cells are left alone)."""
+
+    def older(qualifier: bytes) -> bool:
+        return qualifier.startswith(ENTRY) and struct.unpack(">I", qualifier[3:7])[0] < generation
+
+    def drop(conn: happybase.Connection) -> None:
+        stale = [q for q in _table(conn).row(rowkey(owner)) if older(q)]
+        if stale:
+            _table(conn).delete(rowkey(owner), columns=stale)
+
+    hbase.call(drop)

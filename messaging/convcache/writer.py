@@ -1,0 +1,135 @@
+"""Pushing conversation changes into the cache tiers (messaging.services calls this after commit).
+
+One push (``refresh``) for a batch of (owner, peer) conversations:
+
+  (a)  read the HBase meta cells of the owners (which rows exist, their generation): one multi-get;
+  (a') read the owners' Redis generation (``probe``): one pipeline;
+  (b)  read the conversations' current state from MySQL (one query), only for owners cached in
+       some tier: a bulk batch to uncached owners stops after (a) and (a');
+  (c)  write HBase cells (timestamp = version) into the generation seen in (a), then
+  (c') compare-and-set the Redis entries, passing the generation seen in (a').
+
+Why this order. Every commit is followed by its own push, whose (a) and (a') start after the
+commit, and every build or fill starts its generation before reading its source. If the generation
+a push saw is still current when it writes, any newer state committed after the push's (b), so
+after that generation began: its own push lands in the same generation with a higher version,
+and compare-and-set keeps the newest whatever the arrival order. If the generation moved on, the
+new one began after our commit: a fill from MySQL read our state or a newer one, so Redis skips
+entries it has not seen (``apply.lua``), while a fill from HBase may have read HBase before our
+(c), so Redis drops the cache (or taints the fill in progress) rather than guess. HBase writes
+into a superseded generation land in cells nobody reads. Writing HBase before Redis is what lets a
+Redis fill from HBase see every push it could have missed.
+
+A push never fails the send: a failed HBase write marks the owners' rows dirty in Redis (not
+served until rebuilt); a failed Redis write is logged and the owners' Redis keys dropped if
+Redis answers again. Deletions push tombstones (``forget``); deleting everything of an owner
+drops both tiers' lists (``invalidate``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from redis.exceptions import RedisError
+
+from config import metrics
+from messaging.convcache import codec, hbase_tier, mysql_tier, prewarm, redis_tier
+from messaging.convcache.codec import Summary
+from messaging.convcache.hbase_tier import Meta
+
+log = logging.getLogger(__name__)
+BURST_MAX_PAIRS = 16  # bursts are counted on 1:1 sends; a bulk batch adds one per recipient
+
+Pair = tuple[int, int]
+
+
+def refresh(pairs: Iterable[Pair], *, delivered: int = 0) -> None:
+    """Push the current MySQL state of these (owner, peer) conversations into both tiers."""
+    batch = list(dict.fromkeys(pairs))
+    if delivered:
+        metrics.inc("fanout_recipients", delivered)
+    if not batch or not redis_tier.enabled():
+        return
+    metas, generations = _probe(batch)
+    cached = [p for p in batch if generations.get(p[0]) or p[0] in metas]
+    if cached:
+        _push_for(metas, generations, mysql_tier.current(cached))
+
+
+def forget(owner: int, peer: int, version: int) -> None:
+    """The conversation is gone; ``version`` must exceed its last mtime (mtime + 1)."""
+    if not redis_tier.enabled():
+        return
+    metas, generations = _probe([(owner, peer)])
+    if generations.get(owner) or owner in metas:
+        tomb = codec.tombstone(peer, version)
+        _push_for(metas, generations, {owner: [tomb]})
+
+
+def invalidate(owner: int) -> None:
+    """Every conversation of the owner changed at once (delete all): drop both tiers' lists."""
+    if not redis_tier.enabled():
+        return
+    _quietly("Redis drop", lambda: redis_tier.drop([owner]))
+    if hbase_tier.enabled() and not _quietly("HBase invalidate", lambda: hbase_tier.invalidate(owner)):
+        _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty([owner]))
+
+
+# -- steps -----------------------------------------------------------------------------------
+def _probe(batch: Sequence[Pair]) -> tuple[dict[int, Meta], dict[int, str | None]]:
+    owners = list(dict.fromkeys(o for o, _ in batch))
+    metas: dict[int, Meta] = {}
+    if hbase_tier.enabled():
+        try:
+            metas = hbase_tier.metas(owners)
+        except Exception:
+            log.warning("convcache: HBase meta read failed; %d rows marked dirty", len(owners))
+            _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty(owners))
+    try:
+        generations, bursts = redis_tier.probe_many(
+            batch, track_bursts=len(batch) <= BURST_MAX_PAIRS
+        )
+    except RedisError:
+        log.warning("convcache: Redis probe failed", exc_info=True)
+        return metas, {}
+    for owner in bursts:
+        prewarm.trigger(owner, reason="burst")
+    return metas, generations
+
+
+def _push_for(
+    metas: dict[int, Meta], generations: dict[int, str | None], by_owner: dict[int, list[Summary]]
+) -> None:
+    hbase_items = [
+        (owner, metas[owner].generation, s)
+        for owner, items in by_owner.items()
+        if owner in metas
+        for s in items
+    ]
+    if hbase_items:
+        try:
+            hbase_tier.put_many(hbase_items)
+        except Exception:
+            failed = sorted({o for o, _, _ in hbase_items})
+            log.warning("convcache: HBase write failed; %d rows marked dirty", len(failed))
+            _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty(failed))
+    pushes = {o: (generations.get(o), items) for o, items in by_owner.items()}
+    try:
+        outcome = redis_tier.apply_many(pushes)
+    except RedisError:
+        log.warning("convcache: Redis push failed for %d owners", len(pushes), exc_info=True)
+        _quietly("Redis drop", lambda: redis_tier.drop(pushes))
+        return
+    dropped = sum(1 for r in outcome.values() if r < 0)
+    if dropped:
+        metrics.inc("convcache_dropped", dropped)
+
+
+def _quietly(what: str, fn: Callable[[], object]) -> bool:
+    try:
+        fn()
+    except Exception:
+        log.warning("convcache: %s failed", what, exc_info=True)
+        return False
+    return True
