@@ -16,7 +16,12 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -44,6 +49,7 @@ UPLOAD_MAX_BYTES = 1 << 30
 CHUNK_BYTES = 64 * 1024
 CAMPAIGN_BODY_MAX = 1024 * 1024  # two lists of 10,000 ids as strings, and the content
 IDEMPOTENCY_KEY_MAX = 128
+NAME_MAX = 200
 UPLOAD_HELP = "multipart `file` field, or the uids as a raw text/plain body"
 
 
@@ -91,6 +97,8 @@ def upload_chunks(request: Request) -> Iterator[bytes]:
 
 
 class AudienceUploadApi(ApiView):
+    """Store a list of uids (one per line) for campaigns with an ``upload`` audience."""
+
     required_scope = Scope.CAMPAIGNS
     parser_classes: ClassVar[list[type[BaseParser]]] = [  # type: ignore[misc]
         MultiPartParser,
@@ -101,6 +109,7 @@ class AudienceUploadApi(ApiView):
     @extend_schema(
         operation_id="audience_upload",
         description=f"Upload uids, one per line: {UPLOAD_HELP}.",
+        parameters=[OpenApiParameter("name", str, description="a label for operators (optional)")],
         request={"multipart/form-data": AudienceUploadIn, "text/plain": OpenApiTypes.STR},
         responses={201: AudienceOut, **ERRORS},
     )
@@ -109,8 +118,9 @@ class AudienceUploadApi(ApiView):
         if not request.META.get("CONTENT_LENGTH"):
             raise InvalidInput("The upload is empty.", {"file": "empty"})
         lines = upload_lines(upload_chunks(request))
+        name = str(request.query_params.get("name", ""))[:NAME_MAX]
         audience = audiences.audience_from_lines(
-            lines=lines, sender_uid=None, client=client_of(request)
+            lines=lines, sender_uid=None, client=client_of(request), name=name
         )
         if audience.count == 0:
             audience.delete()
@@ -140,11 +150,20 @@ def idempotency_key(request: Request) -> str | None:
     return key
 
 
+REPLAY_OR_PREVIEW = PolymorphicProxySerializer(
+    component_name="CampaignOrDryRun",
+    serializers=[CampaignOut, DryRunOut],
+    resource_type_field_name=None,
+)
+
+
 def campaign_body(campaign: Campaign) -> dict[str, Any]:
     return dict(CampaignOut(selectors.campaign_progress(campaign)).data)
 
 
 class CampaignsApi(ApiView):
+    """The client's campaigns: list them, create one, or dry-run one (``dry_run: true``)."""
+
     required_scope = Scope.CAMPAIGNS
     max_body_bytes = CAMPAIGN_BODY_MAX
 
@@ -182,7 +201,9 @@ class CampaignsApi(ApiView):
         responses={
             201: CampaignOut,
             200: OpenApiResponse(
-                DryRunOut, "`dry_run: true`: the preview (nothing stored); or a replay"
+                REPLAY_OR_PREVIEW,
+                "an Idempotency-Key replay (the campaign), or with `dry_run: true` the preview "
+                "(nothing stored)",
             ),
             409: OpenApiResponse(ERROR_SCHEMA, "Idempotency-Key reused for another body"),
             **ERRORS,
@@ -219,6 +240,8 @@ def owned_campaign(request: Request, campaign_id: str) -> Campaign:
 
 
 class CampaignApi(ApiView):
+    """One campaign's status and progress (delivered, skipped, failed, rate, ETA)."""
+
     required_scope = Scope.CAMPAIGNS
 
     @extend_schema(operation_id="campaign_get", responses={200: CampaignOut, **ERRORS})
@@ -244,18 +267,24 @@ ACTION_RESPONSES = {
 
 
 class CampaignPauseApi(CampaignActionApi):
+    """Pause: no further batch starts; ``pause_reason`` becomes ``manual``."""
+
     @extend_schema(operation_id="campaign_pause", request=None, responses=ACTION_RESPONSES)
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_pause)
 
 
 class CampaignResumeApi(CampaignActionApi):
+    """Resume a paused campaign where it stopped."""
+
     @extend_schema(operation_id="campaign_resume", request=None, responses=ACTION_RESPONSES)
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_resume)
 
 
 class CampaignCancelApi(CampaignActionApi):
+    """Cancel for good: batches not yet sent never are."""
+
     @extend_schema(operation_id="campaign_cancel", request=None, responses=ACTION_RESPONSES)
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_cancel)

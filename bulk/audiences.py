@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from django.db import connection
 
+from config.sqlvalues import int_rows
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
 from messaging.models import Follow
 
@@ -117,10 +118,9 @@ def _insert(audience_id: int, uids: list[int]) -> None:
     if not uids:
         return
     ignore = "INSERT IGNORE" if connection.vendor == "mysql" else "INSERT OR IGNORE"
-    values = ", ".join(["(%s, %s)"] * len(uids))
-    sql = f"{ignore} INTO {AudienceMember._meta.db_table} (audience_id, uid) VALUES {values}"
+    values = int_rows((audience_id, uid) for uid in uids)
     with connection.cursor() as cur:
-        cur.execute(sql, [v for uid in uids for v in (audience_id, uid)])
+        cur.execute(f"{ignore} INTO {AudienceMember._meta.db_table} (audience_id, uid) VALUES {values}")
 
 
 def _finish(audience: Audience, report: UploadReport) -> Audience:

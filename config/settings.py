@@ -137,6 +137,28 @@ HBASE = {
 # visibility timeout).
 BULK_LEASE_S = env_int("BULK_LEASE_S", 60)
 
+# --- Conversation-list cache and announcements (messaging/convcache, unread/announcements) ----
+# Tiers: Redis (24 h) → HBase convlist → MySQL, first CONVCACHE_SIZE conversations per owner.
+# The HBase tier is on when HBase is configured (INBOX_BACKEND=hbase or HBASE_* in the env).
+CONVCACHE_ENABLED = env("CONVCACHE_ENABLED", "1") == "1"
+_HBASE_CONFIGURED = INBOX_BACKEND == "hbase" or any(
+    os.environ.get(n) for n in ("HBASE_THRIFT_HOST", "HBASE_TABLE_PREFIX")
+)
+CONVCACHE_HBASE = env("CONVCACHE_HBASE", "1" if _HBASE_CONFIGURED else "0") == "1"
+CONVCACHE_SIZE = env_int("CONVCACHE_SIZE", 600)
+CONVCACHE_TTL_S = env_int("CONVCACHE_TTL_S", 24 * 3600)
+CONVCACHE_HEDGE_MS = env_int("CONVCACHE_HEDGE_MS", 20)  # then MySQL is asked in parallel
+BIG_UP_THRESHOLD = env_int("BIG_UP_THRESHOLD", 5000)  # conversations that make a big UP
+BURST_NEW_CONVERSATIONS = env_int("BURST_NEW_CONVERSATIONS", 50)  # per owner per minute
+PREWARM_WINDOW_S = env_int("PREWARM_WINDOW_S", 600)  # at most one prewarm per owner per window
+PREWARM_FAILURE_ALERT_RATE = float(env("PREWARM_FAILURE_ALERT_RATE", "0.2"))
+PREWARM_ALERT_MIN_ATTEMPTS = env_int("PREWARM_ALERT_MIN_ATTEMPTS", 10)
+ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (shown as 99+)
+METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
+CELERY_BEAT_SCHEDULE = {
+    "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
+}
+
 # --- API ---------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -91,6 +91,9 @@ class MessageAdmin(BigTableAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # messages are sent through the API and campaigns, never typed in here
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # inbox rows still point at the content: recall instead
+
     @admin.action(description="Recall selected messages", permissions=["change"])
     def recall_selected(self, request: HttpRequest, queryset: QuerySet[Message]) -> None:
         keys = list(queryset.values_list("msgkey", flat=True))
@@ -114,7 +117,6 @@ class ConversationAdmin(BigTableAdmin):
     search_fields = ("owner_uid", "peer_uid")
     id_search_fields = ("owner_uid", "peer_uid")
     search_help_text = "An owner or peer uid; two uids find one conversation (owner peer)."
-    readonly_fields = ("owner_uid", "peer_uid", "last_msgkey", "sort_key", "read_upto", "mtime")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -124,7 +126,15 @@ class ConversationAdmin(BigTableAdmin):
             return queryset.filter(owner_uid=ids[0], peer_uid=ids[1]), False
         return super().get_search_results(request, queryset, search_term)
 
+    # Read-only: conversations change through services, which keep the inbox, unread counters
+    # and caches in step with the row.
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 

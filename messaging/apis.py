@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from messaging import clients, selectors, services
 from messaging.api_base import ApiView
 from messaging.auth import principal, require_sender
+from messaging.convcache import prewarm
 from messaging.models import Scope
 from messaging.serializers import (
     ERROR_SCHEMA,
@@ -202,6 +203,7 @@ class UnreadApi(InboxApi):
     @extend_schema(operation_id="unread_summary", responses={200: UnreadOut, **ERRORS})
     def get(self, request: Request, uid: str) -> Response:
         owner = path_ids(uid=uid)["uid"]
+        prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
         summary = unread_selectors.unread_summary(owner)
         body = {
             "total": summary.total,

@@ -3,7 +3,8 @@
 Idempotent: ``last_msgkey`` and ``sort_key`` only move forward (GREATEST), so a redelivered batch or
 an older message applied late changes nothing; ``mtime`` strictly increases on every applied
 change (max(old + 1, now)), so cache tiers can compare versions.
-The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL.
+The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL, with the
+values inlined (config/sqlvalues.py: integers and allowlisted category words only).
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import connection
+
+from config.sqlvalues import choice
+from messaging.models import Category
+
+CATEGORIES = frozenset(Category.values)
 
 TABLE = "messaging_conversation"
 CHUNK = 1000
@@ -25,8 +31,15 @@ class ConversationTouch:
     msgkey: int
 
 
-def _sql(rows: int) -> str:
-    values = ", ".join(["(%s, %s, %s, %s, %s, 0, 0, 0, %s)"] * rows)
+def _values(chunk: Sequence[ConversationTouch], mtime: int) -> str:
+    return ",".join(
+        f"({int(t.owner)},{int(t.peer)},{choice(t.category, CATEGORIES)},{int(t.msgkey)},"
+        f"{int(t.msgkey)},0,0,0,{int(mtime)})"
+        for t in chunk
+    )
+
+
+def _sql(values: str) -> str:
     head = (
         f"INSERT INTO {TABLE} (owner_uid, peer_uid, category, last_msgkey, sort_key, "
         f"read_upto, pinned, muted, mtime) VALUES {values}"
@@ -52,8 +65,4 @@ def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -
     touches = sorted(touches, key=lambda t: (t.owner, t.peer))
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
-            chunk = touches[start : start + CHUNK]
-            params = [
-                v for t in chunk for v in (t.owner, t.peer, t.category, t.msgkey, t.msgkey, mtime)
-            ]
-            cur.execute(_sql(len(chunk)), params)
+            cur.execute(_sql(_values(touches[start : start + CHUNK], mtime)))

@@ -73,6 +73,11 @@ def parse_cursor(cursor: str | None) -> tuple[int, int] | None:
 def conversation_list(
     owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ConversationPage:
+    from messaging import convcache  # the cache tiers build on this module's dataclasses
+
+    cached = convcache.conversation_page(owner_uid, category=category, cursor=cursor, limit=limit)
+    if cached is not None:  # Redis → HBase → MySQL; None only with the cache switched off
+        return cached
     qs = Conversation.objects.filter(owner_uid=owner_uid)
     if category:
         qs = qs.filter(category=category)

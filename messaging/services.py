@@ -18,11 +18,13 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config.redis import get_redis
+from messaging import convcache
 from messaging import msgkey as keys
 from messaging.content import validate_content
 from messaging.conversations import ConversationTouch, conversations_touch_many
 from messaging.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
-from messaging.events import publish_deliveries
+from messaging.events import publish_into
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 from messaging.models import (
@@ -75,10 +77,14 @@ def deliver_many(
         touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
     get_inbox().add_many(entries)
     conversations_touch_many(touches, keys.now_ms())
+    convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
+    pipe = get_redis().pipeline(transaction=False)  # counters and events: one round trip
     unread_incr_many(
-        owner_uids=receiver_uids, peer_uid=sender_uid, category=category, marker=marker
+        owner_uids=receiver_uids, peer_uid=sender_uid, category=category, marker=marker,
+        client=pipe,
     )
-    publish_deliveries(receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
+    publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
+    pipe.execute()
 
 
 # -- 1:1 send ------------------------------------------------------------------------------------
@@ -186,6 +192,7 @@ def _bump(pairs: Sequence[tuple[int, int]]) -> None:
         conv = Conversation.objects.filter(owner_uid=owner, peer_uid=peer).first()
         if conv is not None:
             Conversation.objects.filter(pk=conv.pk).update(mtime=max(conv.mtime + 1, now))
+    convcache.refresh(pairs)
 
 
 # -- read position --------------------------------------------------------------------------------
@@ -204,6 +211,7 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     Conversation.objects.filter(pk=conv.pk).update(
         read_upto=upto, mtime=max(conv.mtime + 1, keys.now_ms())
     )
+    convcache.refresh([(owner_uid, peer_uid)])
     unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=remaining)
     return remaining
 
@@ -231,6 +239,7 @@ def _reset_last(conv: Conversation) -> None:
         last_msgkey=newest[0].msgkey, sort_key=newest[0].msgkey,
         mtime=max(conv.mtime + 1, keys.now_ms()),
     )
+    convcache.refresh([(conv.owner_uid, conv.peer_uid)])
 
 
 def conversation_delete(*, owner_uid: int, peer_uid: int) -> None:
@@ -238,12 +247,14 @@ def conversation_delete(*, owner_uid: int, peer_uid: int) -> None:
     get_inbox().remove_conversation(owner_uid, peer_uid)
     unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=0)
     conv.delete()
+    convcache.forget(owner_uid, peer_uid, max(conv.mtime + 1, keys.now_ms()))
 
 
 def messages_delete_all(*, owner_uid: int) -> int:
     """Delete everything ``owner_uid`` holds; returns how many conversations went."""
     get_inbox().remove_all(owner_uid)
     deleted, _ = Conversation.objects.filter(owner_uid=owner_uid).delete()
+    convcache.invalidate(owner_uid)
     unread_clear_all(owner_uid=owner_uid)
     return deleted
 

@@ -84,9 +84,9 @@ def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess
     env = {**os.environ, "INBOX_BACKEND": backend}
     procs = []
     for i in range(count):
-        cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "bulk.daily",
+        cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "bulk.daily",
                "-c", str(concurrency), "-n", f"bench{i}-{backend}@%h", "--without-gossip",
-               "--without-mingle", "-l", "ERROR", "--quiet"]
+               "--without-mingle", "-l", "ERROR"]
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
     deadline = time.monotonic() + 60
     names = {f"bench{i}-{backend}" for i in range(count)}
@@ -178,6 +178,7 @@ def unread_problems(sender: int, recipients: range) -> list[str]:
 
 def raw_rate(backend: str, sender: int, recipients: range, processes: int) -> float:
     parts = [recipients[i::processes] for i in range(processes)]
+    connection.close()  # each forked writer opens its own connection
     with multiprocessing.get_context("fork").Pool(processes) as pool:
         started = time.perf_counter()
         pool.starmap(_raw_write, [(backend, sender, list(p)) for p in parts])
@@ -187,7 +188,6 @@ def raw_rate(backend: str, sender: int, recipients: range, processes: int) -> fl
 def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
     msgkey = 1 << 40  # another message than the campaign's: same rows, no overwrite
     if backend == "sql":
-        connection.close()  # never share the parent's socket after fork
         with connection.cursor() as cur:
             for start in range(0, len(owners), 1000):
                 chunk = owners[start : start + 1000]

@@ -82,9 +82,8 @@ def send(text: str, channel: str, uids: range | None = None) -> Campaign:
 
 
 def start_worker(queue: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "-c", "1",
-           "-n", f"demo-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "ERROR",
-           "--quiet"]
+    cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", queue, "-c", "1",
+           "-n", f"demo-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "ERROR"]
     return subprocess.Popen(cmd, cwd=ROOT)
 
 

@@ -38,3 +38,10 @@ def unread_for_peers(uid: int, peer_uids: Sequence[int]) -> dict[int, int]:
     fields = [keys.PEER_PREFIX + str(p).encode() for p in peer_uids]
     values = get_redis().hmget(keys.unread(uid), fields)
     return {p: int(v or 0) for p, v in zip(peer_uids, values, strict=True)}
+
+
+def announcements_unread(uid: int) -> int:
+    """Announcements newer than the user's read mark (unread/announcements.py)."""
+    from unread.announcements import announcements_unread as count
+
+    return count(uid)

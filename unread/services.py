@@ -26,12 +26,14 @@ def unread_incr_many(
     delta: int = 1,
     client: Any = None,
 ) -> int:
+    """Returns how many owners changed (0 on a replay); -1 when queued on a ``client`` pipeline."""
     if not owner_uids:
         return 0
     marker_key = keys.applied_marker(marker) if marker else keys.applied_marker("none")
     all_keys = [marker_key, *(keys.unread(uid) for uid in owner_uids)]
     args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
-    return int(lua.call("incr_many", all_keys, args, client=client) or 0)
+    result = lua.call("incr_many", all_keys, args, client=client)
+    return -1 if client is not None else int(result or 0)
 
 
 def unread_incr(*, owner_uid: int, peer_uid: int, category: str, marker: str | None) -> int:

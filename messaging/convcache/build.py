@@ -27,7 +27,7 @@ MARKER_TTL_S = 60
 
 
 def rebuild(owner: int, *, redis_too: bool = False) -> bool:
-    """Build the owner's HBase row (and Redis list) from one MySQL read. True when HBase is ready."""
+    """Build the owner's HBase row (and Redis list) from one MySQL read; True: HBase ready."""
     started = clock.now_ms()
     state, redis_gen = redis_tier.begin(owner) if redis_too else ("ready", "")
     hbase_gen = hbase_tier.begin(owner) if hbase_tier.enabled() else None
@@ -50,7 +50,10 @@ def rebuild_async(owner: int) -> None:
     marker = keys.fill_marker(owner)
     if not get_redis().set(marker, 1, nx=True, ex=MARKER_TTL_S):
         return
-    if pool("build", BUILD_THREADS).submit(in_thread_with_db(lambda: _rebuild_logged(owner))) is None:
+    if (
+        pool("build", BUILD_THREADS).submit(in_thread_with_db(lambda: _rebuild_logged(owner)))
+        is None
+    ):
         get_redis().delete(marker)
 
 

@@ -85,8 +85,16 @@ def decode(raw: bytes) -> Summary:
         return Summary(int(peer), int(mtime), sort_key, deleted=True)
     last, sender, preview, pinned, muted, read_upto = json.loads(body)
     return Summary(
-        int(peer), int(mtime), sort_key, category, last, sender, preview, bool(pinned),
-        bool(muted), read_upto,
+        int(peer),
+        int(mtime),
+        sort_key,
+        category,
+        last,
+        sender,
+        preview,
+        bool(pinned),
+        bool(muted),
+        read_upto,
     )
 
 
@@ -102,8 +110,16 @@ def from_row(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
         recalled = message.status == MessageStatus.RECALLED
         preview = RECALLED_PREVIEW if recalled else content_preview(message.type, message.body)
     return Summary(
-        conv.peer_uid, conv.mtime, conv.sort_key, conv.category, conv.last_msgkey, sender,
-        preview, conv.pinned, conv.muted, conv.read_upto,
+        conv.peer_uid,
+        conv.mtime,
+        conv.sort_key,
+        conv.category,
+        conv.last_msgkey,
+        sender,
+        preview,
+        conv.pinned,
+        conv.muted,
+        conv.read_upto,
     )
 
 

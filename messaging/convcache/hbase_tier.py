@@ -37,6 +37,7 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
 import happybase
 from django.conf import settings
 from Hbase_thrift import Mutation
@@ -136,9 +137,7 @@ def read(owner: int) -> View:
 def _valid_prefix(meta: Meta, row: Mapping[bytes, bytes]) -> Fill:
     prefix = ENTRY + struct.pack(">I", meta.generation)
     live = [codec.decode(v) for q, v in row.items() if q.startswith(prefix)]
-    entries = [
-        s for s in live if not s.deleted and (meta.complete or s.member >= meta.boundary)
-    ]
+    entries = [s for s in live if not s.deleted and (meta.complete or s.member >= meta.boundary)]
     entries.sort(key=lambda s: s.member, reverse=True)
     return Fill(entries, meta.boundary, meta.complete, "h")
 

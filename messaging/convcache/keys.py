@@ -3,9 +3,10 @@ so one owner's keys (and their ``unread:{u:<uid>}`` hash) share a Redis Cluster 
 script below touches one slot only.
 
 cl:h:{u:<uid>}     hash: ``_``-prefixed meta fields plus one field per cached peer.
-                   Meta: ``_g`` generation token, ``_s`` state (``f`` filling, ``r`` ready), ``_src``
-                   the filled-from tier (``m`` MySQL, ``h`` HBase), ``_b`` boundary member, ``_a``
-                   ``1`` when every conversation of the owner is cached, ``_n`` live entries,
+                   Meta: ``_g`` generation token, ``_s`` state (``f`` filling, ``r`` ready),
+                   ``_src`` the filled-from tier (``m`` MySQL, ``h`` HBase), ``_b`` boundary
+                   member, ``_a`` ``1`` when every conversation of the owner is cached,
+                   ``_n`` live entries,
                    ``_f`` floor (newest mtime of a forgotten tombstone), ``_x`` expiry (ms),
                    ``_tnt`` set when a push may have been missed while filling from HBase.
                    Peer fields: 16 hex digits of the peer uid → packed summary (codec.py).

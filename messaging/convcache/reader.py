@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -30,8 +31,8 @@ from redis.exceptions import RedisError
 
 from config import metrics
 from messaging.convcache import build, codec, hbase_tier, mysql_tier, redis_tier
-from messaging.convcache.pools import in_thread_with_db, pool
 from messaging.convcache.codec import Fill, Summary
+from messaging.convcache.pools import in_thread_with_db, pool
 from messaging.selectors import ConversationPage
 from unread.selectors import unread_for_peers
 
@@ -125,7 +126,7 @@ def _race(owner: int, hbase_call: Future[hbase_tier.View]) -> Fill | None:
     )
     if mysql_call is None:
         return None
-    pending: set[Future[hbase_tier.View] | Future[Fill]] = {hbase_call, mysql_call}
+    pending: set[Future[Any]] = {hbase_call, mysql_call}
     while pending:
         done, pending = wait(pending, timeout=LOSER_WAIT_S, return_when=FIRST_COMPLETED)
         if not done:
@@ -133,7 +134,9 @@ def _race(owner: int, hbase_call: Future[hbase_tier.View]) -> Fill | None:
         for call in done:
             answer = _outcome(owner, call)
             if answer is not None:
-                metrics.inc("convcache_hedge_wins", winner="hbase" if call is hbase_call else "mysql")
+                metrics.inc(
+                    "convcache_hedge_wins", winner="hbase" if call is hbase_call else "mysql"
+                )
                 return answer
     return None
 

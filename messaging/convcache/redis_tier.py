@@ -36,6 +36,10 @@ FILL_DEADLINE_MS = 30_000
 BURST_WINDOW_S = 60
 
 
+def enabled() -> bool:
+    return bool(settings.CONVCACHE_ENABLED)
+
+
 def cap() -> int:
     return int(settings.CONVCACHE_SIZE)
 

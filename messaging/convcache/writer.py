@@ -72,7 +72,9 @@ def invalidate(owner: int) -> None:
     if not redis_tier.enabled():
         return
     _quietly("Redis drop", lambda: redis_tier.drop([owner]))
-    if hbase_tier.enabled() and not _quietly("HBase invalidate", lambda: hbase_tier.invalidate(owner)):
+    if hbase_tier.enabled() and not _quietly(
+        "HBase invalidate", lambda: hbase_tier.invalidate(owner)
+    ):
         _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty([owner]))
 
 
@@ -94,7 +96,7 @@ def _probe(batch: Sequence[Pair]) -> tuple[dict[int, Meta], dict[int, str | None
         log.warning("convcache: Redis probe failed", exc_info=True)
         return metas, {}
     for owner in bursts:
-        prewarm.trigger(owner, reason="burst")
+        prewarm.trigger(owner, reason="burst", claimed=True)
     return metas, generations
 
 

@@ -2,7 +2,8 @@
 
 The clustered primary key keeps one conversation's rows together, so a page is one range read
 (newest first by walking the key backwards). Writes are one multi-row upsert per batch, written
-without the ORM: on MariaDB a 1,000-row batch is one ``INSERT ... ON DUPLICATE KEY UPDATE``.
+without the ORM: on MariaDB a 1,000-row batch is one ``INSERT ... ON DUPLICATE KEY UPDATE``
+with the integers inlined (config/sqlvalues.py).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from collections.abc import Iterator, Sequence
 
 from django.db import connection, transaction
 
+from config.sqlvalues import int_rows
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, Inbox, InboxEntry, Key
 
 TABLE = "messaging_inbox"
 COLUMNS = "owner_uid, peer_uid, msgkey, direction, flags"
 
 
-def upsert_sql(rows: int) -> str:
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * rows)
+def upsert_sql(entries: Sequence[InboxEntry]) -> str:
+    values = int_rows((e.owner, e.peer, e.msgkey, e.direction, e.flags) for e in entries)
     head = f"INSERT INTO {TABLE} ({COLUMNS}) VALUES {values}"
     if connection.vendor == "mysql":
         return (
@@ -37,11 +39,7 @@ class SqlInbox(Inbox):
     def _put(self, entries: Sequence[InboxEntry]) -> None:
         with transaction.atomic(), connection.cursor() as cur:
             for start in range(0, len(entries), self.write_chunk):
-                chunk = entries[start : start + self.write_chunk]
-                params = [
-                    v for e in chunk for v in (e.owner, e.peer, e.msgkey, e.direction, e.flags)
-                ]
-                cur.execute(upsert_sql(len(chunk)), params)
+                cur.execute(upsert_sql(entries[start : start + self.write_chunk]))
 
     def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
         sql = f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s"

@@ -138,11 +138,13 @@ def test_the_batch_ledger_is_listed_read_only_by_state(admin_client: Client, uid
         pass
     url = "/admin/bulk/campaignbatch/"
 
-    done_rows = admin_client.get(url, {"campaign__id__exact": done.pk, "state__exact": "done"})
-    none_pending = admin_client.get(
-        url, {"campaign__id__exact": done.pk, "state__exact": "pending"}
-    )
-    waiting = admin_client.get(url, {"campaign__id__exact": pending.pk, "state__exact": "pending"})
+    def batches(campaign: Campaign, state: str) -> Any:
+        return admin_client.get(
+            url, {"campaign__id__exact": str(campaign.pk), "state__exact": state}
+        )
+
+    done_rows, none_pending = batches(done, "done"), batches(done, "pending")
+    waiting = batches(pending, "pending")
     batch = done.batches.first()
     assert batch is not None
     detail = admin_client.get(f"{url}{batch.pk}/change/")

@@ -324,30 +324,29 @@ def test_dry_run_reports_the_daily_budget_left(uids: Uids) -> None:
 
 
 # -- idempotency -------------------------------------------------------------------------------
+def create_with_key(api: ClientApi, request: dict[str, Any], key: str) -> tuple[int, Any]:
+    response = api.http.post(f"{API}/campaigns", request, format="json", HTTP_IDEMPOTENCY_KEY=key)
+    return response.status_code, response.json()
+
+
 def test_idempotency_key_replays_the_same_campaign_and_refuses_another_body(uids: Uids) -> None:
     sender, a, b = uids(3)
     shop(sender)
     api = campaigns_api(sender)
     request = body(sender, {"type": "uids", "uids": [a, b]})
-    headers = {"HTTP_IDEMPOTENCY_KEY": "order-42"}
+    changed = {**request, "content": {"type": "text", "text": "another"}}
 
-    first = api.http.post(f"{API}/campaigns", request, format="json", **headers)
-    again = api.http.post(f"{API}/campaigns", request, format="json", **headers)
-    other = api.http.post(
-        f"{API}/campaigns",
-        {**request, "content": {"type": "text", "text": "another"}},
-        format="json",
-        **headers,
-    )
+    first = create_with_key(api, request, "order-42")
+    again = create_with_key(api, request, "order-42")
+    other = create_with_key(api, changed, "order-42")
 
-    assert first.status_code == 201, first.json()
-    assert again.status_code == 200, again.json()
-    assert again.json()["id"] == first.json()["id"]
-    assert other.status_code == 409
-    assert other.json()["error"] == "conflict"
+    assert first[0] == 201, first
+    assert again == (200, first[1] | {"rate_per_s": again[1]["rate_per_s"]})
+    assert other[0] == 409
+    assert other[1]["error"] == "conflict"
     assert Campaign.objects.filter(sender_uid=sender).count() == 1
     assert Audience.objects.filter(sender_uid=sender).count() == 1  # the replay stored no list
-    drive(first.json()["id"])
+    drive(first[1]["id"])
     assert received(a, sender) == received(b, sender) != []
 
 
@@ -357,14 +356,10 @@ def test_the_same_idempotency_key_of_two_clients_makes_two_campaigns(uids: Uids)
     one, two = campaigns_api(sender), campaigns_api(sender)
     request = body(sender, {"type": "uids", "uids": [fan]})
 
-    ids = {
-        api.http.post(f"{API}/campaigns", request, format="json", HTTP_IDEMPOTENCY_KEY="k").json()[
-            "id"
-        ]
-        for api in (one, two)
-    }
+    answers = [create_with_key(api, request, "k") for api in (one, two)]
 
-    assert len(ids) == 2
+    assert [status for status, _ in answers] == [201, 201]
+    assert answers[0][1]["id"] != answers[1][1]["id"]
 
 
 # -- control -----------------------------------------------------------------------------------
@@ -671,15 +666,11 @@ def test_a_bad_idempotency_key_answers_400(uids: Uids) -> None:
     shop(sender)
     api = campaigns_api(sender)
 
-    response = api.http.post(
-        f"{API}/campaigns",
-        body(sender, {"type": "uids", "uids": [fan]}),
-        format="json",
-        HTTP_IDEMPOTENCY_KEY="k" * 129,
-    )
+    status, answer = create_with_key(api, body(sender, {"type": "uids", "uids": [fan]}), "k" * 129)
 
-    assert response.status_code == 400
-    assert "Idempotency-Key" in response.json()["fields"]
+    assert status == 400, answer
+    assert "Idempotency-Key" in answer["fields"]
+    assert not Campaign.objects.filter(sender_uid=sender).exists()
 
 
 def test_malformed_json_answers_400(uids: Uids) -> None:

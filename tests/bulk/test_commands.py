@@ -42,6 +42,11 @@ def refused(*args: Any) -> str:
     return message
 
 
+def content_of(campaign: Campaign) -> Message:
+    assert campaign.msgkey is not None
+    return Message.objects.get(msgkey=campaign.msgkey)
+
+
 def stored() -> tuple[int, int, int]:
     return Campaign.objects.count(), Audience.objects.count(), Message.objects.count()
 
@@ -58,7 +63,7 @@ def test_send_to_followers_skips_those_who_blocked(uids: Uids) -> None:
     assert f"running on daily, sender {sender}" in output
     campaign = drive(created_id(output))
     assert (campaign.delivered, campaign.skipped_blocked) == (3, 1)
-    assert Message.objects.get(msgkey=campaign.msgkey).body == {"type": "text", "text": "Hello 👋"}
+    assert content_of(campaign).body == {"type": "text", "text": "Hello 👋"}
     assert_delivered(sender, campaign, set(fans[1:]), set(fans[:1]))
 
 
@@ -116,7 +121,7 @@ def test_send_to_explicit_uids_and_to_a_stored_audience(uids: Uids, tmp_path: Pa
     assert received(a, sender) == [three.msgkey, two.msgkey, one.msgkey]
     assert received(b, sender) == [one.msgkey]
     assert received(c, sender) == [three.msgkey, two.msgkey]
-    assert Message.objects.get(msgkey=three.msgkey).type == "card"
+    assert content_of(three).type == "card"
 
 
 def test_send_with_a_follow_window_and_exclusions(uids: Uids) -> None:

@@ -3,8 +3,11 @@ crashes at each step, quotas, budget, pause/resume/cancel, on both inbox backend
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from bulk import quotas, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
@@ -40,7 +43,8 @@ def test_every_batch_delivered_three_times_is_still_exactly_once(backend, uids) 
 @pytest.mark.parametrize("crash_in", [
     "messaging.services.conversations_touch_many",
     "messaging.services.unread_incr_many",
-    "messaging.services.publish_deliveries",
+    "messaging.services.publish_into",
+    "bulk.ledger.complete",  # everything written, the ledger not yet told
     "bulk.ledger.maybe_finish",
 ])
 def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -58,6 +62,10 @@ def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, mon
     with pytest.raises(ConnectionError):
         services.batch_run(first.pk)
     monkeypatch.undo()
+    # A worker that dies keeps its lease until it expires; let that time pass.
+    CampaignBatch.objects.filter(campaign=campaign, state=BatchState.RUNNING).update(
+        lease_until=timezone.now() - timedelta(seconds=1)
+    )
     run_synchronously(campaign.pk)
     services.sweep()  # a crash after the ledger commit leaves only the finish check to redo
     services.campaign_plan_step(campaign.pk)

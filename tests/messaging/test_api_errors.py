@@ -9,9 +9,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404
 from django.utils import timezone
 
+from config.exceptions import api_exception_handler, flatten
 from messaging.clients import api_clients_revoke
+from messaging.errors import Conflict, RateLimited, TooLarge
 from messaging.models import ApiClient, ClientMessage, Message
 from tests.messaging.api_factories import Api, inbox_api, make_api, send_api
 
@@ -408,3 +412,35 @@ def test_the_schema_documents_the_messaging_endpoints() -> None:
         "/api/v1/users/{uid}/unread",
     ]:
         assert path in paths
+
+
+# -- the error handler on its own ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (RateLimited("Slow down.", retry_after_s=7), 429, "rate_limited"),
+        (Conflict("Taken."), 409, "conflict"),
+        (TooLarge("Too big."), 413, "too_large"),
+        (RequestDataTooBig(), 413, "too_large"),
+        (Http404(), 404, "not_found"),
+        (PermissionDenied(), 403, "forbidden"),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
+)
+def test_exception_handler_shapes(exc: Exception, status: int, code: str) -> None:
+    response = api_exception_handler(exc, {})
+    assert response is not None
+    assert response.status_code == status
+    assert response.data["error"] == code
+    assert response.data["detail"]
+    if status == 429:
+        assert response["Retry-After"] == "7"
+
+
+def test_nested_validation_errors_are_flattened() -> None:
+    detail = {"content": {"text": ["too long"]}, "items": [{"uid": ["bad"]}], "x": ["a", "b"]}
+    assert flatten(detail) == {"content.text": "too long", "items.0.uid": "bad", "x": "a"}
+
+
+def test_other_exceptions_stay_server_errors() -> None:
+    assert api_exception_handler(RuntimeError("bug"), {}) is None

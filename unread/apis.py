@@ -1,0 +1,122 @@
+"""Announcements HTTP API (API.md, "Announcements (all users)"): thin views over
+unread/announcements.py. ``POST /announcements`` needs the ``announce`` scope; the per-user
+list and mark-read endpoints need ``inbox``. Ids travel as strings."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from messaging.api_base import ApiView
+from messaging.auth import principal
+from messaging.models import Scope
+from messaging.serializers import ERROR_SCHEMA, PAGE_MAX, IdField, path_ids
+from unread import announcements
+
+ERRORS = {
+    status: OpenApiResponse(ERROR_SCHEMA, description=what)
+    for status, what in [
+        (400, "malformed JSON or invalid input (`fields` names each bad field)"),
+        (401, "no, unknown or revoked token"),
+        (403, "missing scope"),
+        (413, "request body too large"),
+    ]
+}
+
+
+class PublishIn(serializers.Serializer):
+    content = serializers.JSONField(
+        help_text='a string (plain text) or a content object, e.g. {"type": "text", "text": "…"}'
+    )
+
+
+class AnnouncementOut(serializers.Serializer):
+    id = IdField()
+    content = serializers.JSONField()
+    published_at = serializers.SerializerMethodField()
+
+    def get_published_at(self, item: Any) -> str:
+        return datetime.fromtimestamp(item.published_ms / 1000, tz=UTC).isoformat()
+
+
+class UserAnnouncementOut(AnnouncementOut):
+    read = serializers.BooleanField()
+
+
+class AnnouncementPageOut(serializers.Serializer):
+    results = UserAnnouncementOut(many=True)
+    unread = serializers.IntegerField()
+    next_cursor = serializers.CharField(allow_null=True, help_text="pass as ?cursor=")
+
+
+class AnnouncementListQuery(serializers.Serializer):
+    cursor = IdField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=PAGE_MAX, default=20)
+
+
+class UnreadAnnouncementsOut(serializers.Serializer):
+    unread = serializers.IntegerField()
+
+
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class AnnouncementPublishApi(ApiView):
+    """Publish an announcement to every user (O(1): nothing is written per user)."""
+
+    required_scope = Scope.ANNOUNCE
+
+    @extend_schema(
+        operation_id="announcement_publish",
+        request=PublishIn,
+        responses={201: AnnouncementOut, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(PublishIn, request.data)
+        row = announcements.announcement_publish(
+            content=data["content"], published_by=principal(request).name
+        )
+        return Response(AnnouncementOut(row).data, status=201)
+
+
+class UserAnnouncementsApi(ApiView):
+    """Announcements newest first, each with whether this user has read it."""
+
+    required_scope = Scope.INBOX
+
+    @extend_schema(
+        operation_id="announcements_list",
+        parameters=[AnnouncementListQuery],
+        responses={200: AnnouncementPageOut, **ERRORS},
+    )
+    def get(self, request: Request, uid: str) -> Response:
+        owner = path_ids(uid=uid)["uid"]
+        query = validated(AnnouncementListQuery, request.query_params)
+        page = announcements.announcements_for(
+            owner, before=query.get("cursor"), limit=query["limit"]
+        )
+        return Response(AnnouncementPageOut(page).data)
+
+
+class UserAnnouncementsReadApi(ApiView):
+    """Mark every announcement read for this user."""
+
+    required_scope = Scope.INBOX
+
+    @extend_schema(
+        operation_id="announcements_mark_read",
+        request=None,
+        responses={200: UnreadAnnouncementsOut, **ERRORS},
+    )
+    def post(self, request: Request, uid: str) -> Response:
+        owner = path_ids(uid=uid)["uid"]
+        left = announcements.announcements_mark_read(uid=owner)
+        return Response(UnreadAnnouncementsOut({"unread": left}).data)
