@@ -115,7 +115,7 @@ class AudienceUploadApi(ApiView):
     )
     def post(self, request: Request) -> Response:
         check_body_size(request, upload_max_bytes())
-        if not request.META.get("CONTENT_LENGTH"):
+        if request.META.get("CONTENT_LENGTH") in (None, "", "0"):
             raise InvalidInput("The upload is empty.", {"file": "empty"})
         lines = upload_lines(upload_chunks(request))
         name = str(request.query_params.get("name", ""))[:NAME_MAX]

@@ -77,7 +77,7 @@ class UploadReport:
 
 def parse_uid(text: str) -> tuple[int | None, str]:
     value = text.strip()
-    if not value.isdigit():  # also rejects signs, spaces inside, decimals
+    if not (value.isascii() and value.isdigit()):  # rejects signs, decimals, "²", "٣"
         return None, "not a positive integer"
     uid = int(value)
     if not 0 < uid <= MAX_UID:

@@ -101,8 +101,12 @@ def campaign_for_client(client: ApiClient | int, campaign_id: int) -> Campaign:
 
 
 def audience_for_client(client: ApiClient | int | None, audience_id: int) -> Audience:
-    """An uploaded audience of ``client`` (any audience when None: operators on the CLI)."""
-    found = Audience.objects.filter(pk=audience_id)
+    """A stored audience of ``client`` (any client's when None: operators on the CLI).
+
+    ``count`` is written when the whole list is stored, so an upload still streaming in, or one
+    that broke off half way, is not found (an upload with no valid uid is deleted).
+    """
+    found = Audience.objects.filter(pk=audience_id, count__gt=0)
     if client is not None:
         found = found.filter(client_id=_client_id(client))
     audience = found.first()

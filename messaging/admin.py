@@ -170,6 +170,18 @@ class ApiClientAdmin(admin.ModelAdmin):
         if token is not None:
             self._show_token(request, obj, token)
 
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        clients.api_clients_changed()  # scopes or activity may have changed: drop cached copies
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        super().delete_model(request, obj)
+        clients.api_clients_changed()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        super().delete_queryset(request, queryset)
+        clients.api_clients_changed()
+
     def _show_token(self, request: HttpRequest, client: ApiClient, token: str) -> None:
         text = f"Token for “{client.name}”: {token} — copy it now, it is not shown again."
         self.message_user(request, text, messages.WARNING)

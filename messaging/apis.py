@@ -55,12 +55,6 @@ def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict
     return dict(serializer.validated_data)
 
 
-def announcements_unread(uid: int) -> int:
-    """Unread announcements, once the announcements feature provides its selector."""
-    selector = getattr(unread_selectors, "announcements_unread", None)
-    return int(selector(uid)) if selector is not None else 0
-
-
 # -- messages --------------------------------------------------------------------------------------
 class MessageSendApi(ApiView):
     """Send a 1:1 message as one of the client's senders; a retry replays the original."""
@@ -208,6 +202,6 @@ class UnreadApi(InboxApi):
         body = {
             "total": summary.total,
             "by_category": summary.by_category,
-            "announcements": announcements_unread(owner),
+            "announcements": unread_selectors.announcements_unread(owner),
         }
         return Response(UnreadOut(body).data)

@@ -2,7 +2,12 @@
 
 ``Authorization: Bearer <token>``; the token's sha256 names an active ``ApiClient`` (unknown,
 inactive or revoked → 401). The authenticated principal (``request.auth``) carries the client's
-scopes (one indexed query per request); sender ownership is looked up when an endpoint needs it.
+scopes; sender ownership is looked up when an endpoint needs it.
+
+Principals are cached per process by token hash, tagged with the clients' generation
+(``messaging.clients.api_clients_generation``, one Redis GET per request): a revoke, a token
+rotation or an admin edit bumps it and takes effect on the next request everywhere. This replaces
+a MySQL query per request, which dominated the cost of the hot read endpoints (BENCHMARKS.md).
 
 ``require_scope`` answers 403 without the scope; ``require_sender`` answers 404 for a uid that is
 not one of the client's senders: a client never sees what another client's senders own, so those
@@ -14,6 +19,7 @@ DRF imports this module while it loads its own settings, so it must not import
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -22,11 +28,13 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from messaging.clients import token_hash
+from messaging.clients import api_clients_generation, token_hash
 from messaging.errors import Forbidden, NotFound
 from messaging.models import ApiClient, ApiClientSender
 
 MAX_TOKEN_CHARS = 256
+CACHE_TTL_S = 300  # a safety net only: changes made through messaging.clients apply at once
+CACHE_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -45,11 +53,27 @@ class ApiPrincipal:
         return ApiClientSender.objects.filter(client_id=self.client_id, uid=uid).exists()
 
 
+# token hash → (generation, expiry on the monotonic clock, principal); active clients only
+_cache: dict[str, tuple[str, float, ApiPrincipal]] = {}
+
+
 def principal_for(token: str) -> ApiPrincipal | None:
+    digest = token_hash(token)
+    generation = api_clients_generation()  # read before the row: a later change retires it
+    hit = _cache.get(digest)
+    if hit is not None and hit[0] == generation and hit[1] > time.monotonic():
+        return hit[2]
+    found = _load(digest)
+    if found is not None and generation is not None:
+        if len(_cache) >= CACHE_MAX:
+            _cache.clear()
+        _cache[digest] = (generation, time.monotonic() + CACHE_TTL_S, found)
+    return found
+
+
+def _load(digest: str) -> ApiPrincipal | None:
     row = (
-        ApiClient.objects.filter(
-            token_hash=token_hash(token), is_active=True, revoked_at__isnull=True
-        )
+        ApiClient.objects.filter(token_hash=digest, is_active=True, revoked_at__isnull=True)
         .values_list("pk", "name", "scopes", "is_operator")
         .first()
     )

@@ -4,6 +4,11 @@ a client may do beyond its scopes (recall).
 A token is ``msv_`` + 43 url-safe characters (256 random bits). Only its sha256 is stored
 (``ApiClient.token_hash``), with the first 8 characters (``token_prefix``) kept for display, so
 the plain token exists once: in the answer to the create or rotate that issued it.
+
+Redis ``apiclients:gen`` (a random token) versions every client: any change to a client (revoke,
+rotate, an admin edit) bumps it, and processes drop the principals they cached
+(``messaging.auth``). Code that changes ``ApiClient`` rows directly must call
+``api_clients_changed()``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
+from config.redis import get_redis
 from messaging.errors import Forbidden, NotFound
 from messaging.models import ApiClient, ApiClientSender, Message, Scope
 from messaging.services import message_recall
@@ -25,6 +32,35 @@ if TYPE_CHECKING:
 
 TOKEN_PREFIX = "msv_"
 PREFIX_CHARS = 8
+GENERATION_KEY = "apiclients:gen"
+
+
+def api_clients_generation() -> str | None:
+    """The current version of all clients; None when Redis does not answer (then: no cache).
+
+    A random token, not a counter: a Redis that lost the key (restart, flush) hands out a new
+    one, never a value some process cached its principals under before.
+    """
+    try:
+        client = get_redis()
+        value = client.get(GENERATION_KEY)
+        if value is None:
+            client.set(GENERATION_KEY, secrets.token_hex(8), nx=True)
+            value = client.get(GENERATION_KEY)
+    except RedisError:
+        return None
+    return value.decode() if isinstance(value, bytes) else None
+
+
+def api_clients_changed() -> None:
+    """Invalidate cached principals now, and again once the change commits: a reader that
+    loaded the old row in between cached it under the first version, which the second retires."""
+    _bump_generation()
+    transaction.on_commit(_bump_generation)
+
+
+def _bump_generation() -> None:
+    get_redis().set(GENERATION_KEY, secrets.token_hex(8))
 
 
 def token_hash(token: str) -> str:
@@ -58,14 +94,17 @@ def api_client_create(
 def api_client_rotate_token(client: ApiClient) -> str:
     token = api_client_issue_token(client)
     client.save(update_fields=["token_hash", "token_prefix"])
+    api_clients_changed()
     return token
 
 
 def api_clients_revoke(*, client_ids: Iterable[int]) -> int:
     """Deactivate clients for good; returns how many were active."""
-    return ApiClient.objects.filter(pk__in=list(client_ids), is_active=True).update(
+    count = ApiClient.objects.filter(pk__in=list(client_ids), is_active=True).update(
         is_active=False, revoked_at=timezone.now()
     )
+    api_clients_changed()
+    return count
 
 
 def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:

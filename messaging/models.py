@@ -55,6 +55,9 @@ class ClientMessage(models.Model):
     msgkey = models.BigIntegerField()
     receiver_uid = models.BigIntegerField()
     digest = models.CharField(max_length=64, help_text="sha256 of the canonical request body")
+    delivered = models.BooleanField(
+        default=False, help_text="the fan-out finished; a replay must not redo it"
+    )
 
     class Meta:
         constraints = [

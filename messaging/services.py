@@ -131,10 +131,13 @@ def _send_new(
 
 
 def _replay(existing: ClientMessage, digest: str) -> SendResult:
+    """A retry: finish the fan-out only if the first attempt died before it was done, so a
+    replay never brings back a copy the receiver deleted or un-recalls a recalled message."""
     if existing.digest != digest:
         raise Conflict("client_msg_id was already used for a different message.")
     message = Message.objects.get(msgkey=existing.msgkey)
-    _deliver_one(message, existing.receiver_uid)  # idempotent: finishes a half-done delivery
+    if not existing.delivered and message.status != MessageStatus.RECALLED:
+        _deliver_one(message, existing.receiver_uid)  # idempotent steps
     return SendResult(message, existing.receiver_uid, created=False)
 
 
@@ -146,6 +149,7 @@ def _deliver_one(message: Message, receiver_uid: int) -> None:
         marker=f"m:{message.msgkey}", with_outbox=True,
         sender_category=categories_for([sender], receiver_uid)[sender],
     )
+    ClientMessage.objects.filter(msgkey=message.msgkey).update(delivered=True)
 
 
 # -- recall --------------------------------------------------------------------------------------

@@ -101,6 +101,9 @@ def use_backend(name: str) -> None:
     _cached.cache_clear()
 
 
+_failures: list[str] = []  # unexpected answers and exceptions, reported at the end
+
+
 # -- measurement -----------------------------------------------------------------------------------
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
@@ -127,6 +130,19 @@ class Timing:
         }
 
 
+def guarded(call: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """Count an exception as a failed call (and remember it) instead of ending the run."""
+
+    def run(job: Any) -> bool:
+        try:
+            return call(job)
+        except Exception as exc:
+            _failures.append(repr(exc)[:300])
+            return False
+
+    return run
+
+
 def run_timed(
     jobs: Sequence[Any],
     call: Callable[[Any], bool],
@@ -144,7 +160,7 @@ def run_timed(
         mine, bad = [], 0
         for job in chunk:
             start = time.perf_counter()
-            ok = call(job)
+            ok = guarded(call)(job)
             mine.append((time.perf_counter() - start) * 1000)
             bad += 0 if ok else 1
         if per_thread_end:
@@ -275,6 +291,13 @@ class Server:
 _local = threading.local()
 
 
+def expect(answer: tuple[int, bytes], status: int) -> bool:
+    if answer[0] == status:
+        return True
+    _failures.append(f"{answer[0]} {answer[1][:300]!r}")
+    return False
+
+
 def request(port: int, token: str, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
     """One request on this thread's keep-alive connection (reopened if the server closed it)."""
     conn = getattr(_local, "conn", None)
@@ -308,14 +331,16 @@ def bench_http(
             "content": {"type": "text", "text": TEXT},
             "client_msg_id": job[2],
         }
-        return request(port, token, "POST", "/api/v1/messages", body)[0] == 201
+        return expect(request(port, token, "POST", "/api/v1/messages", body), 201)
 
     def conv_list(uid: int) -> bool:
-        return request(port, token, "GET", f"/api/v1/users/{uid}/conversations?limit=20")[0] == 200
+        return expect(
+            request(port, token, "GET", f"/api/v1/users/{uid}/conversations?limit=20"), 200
+        )
 
     def history(job: tuple[int, int]) -> bool:
         path = f"/api/v1/users/{job[0]}/conversations/{job[1]}/messages?limit=50"
-        return request(port, token, "GET", path)[0] == 200
+        return expect(request(port, token, "GET", path), 200)
 
     return {
         "send": run_timed(work.sends, send, concurrency).summary(),
@@ -395,6 +420,8 @@ def main() -> None:
         f"{args.threads} threads\n"
     )
     print(table(results))
+    for failure in sorted(set(_failures))[:10]:
+        print("failure:", failure, file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -6,7 +6,7 @@ Publishing writes nothing per user.
 
 Redis (key formats live here, beside the only code that uses them):
   ann:{ann}:recent    zset: announcement id → published_ms, the newest ANNOUNCEMENTS_KEEP
-  ann:{ann}:ver       bumped in the same MULTI as every change of the zset
+  ann:{ann}:ver       a new random token in the same MULTI as every change of the zset
   ann:mark:{u:<uid>}  the user's read mark: published_ms of the newest announcement they read
 
 ``announcements_unread(uid)`` counts the retained announcements newer than the user's mark. It
@@ -19,6 +19,7 @@ If Redis lost the zset (``ver`` missing), the next count reloads it from MySQL.
 from __future__ import annotations
 
 import bisect
+import secrets
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +77,7 @@ def _remember(rows: list[Announcement]) -> None:
     if rows:
         pipe.zadd(RECENT, {str(r.pk): r.published_ms for r in rows})
     pipe.zremrangebyrank(RECENT, 0, -int(settings.ANNOUNCEMENTS_KEEP) - 1)
-    pipe.incr(VERSION)
+    pipe.set(VERSION, secrets.token_hex(8))  # a token, not a counter: Redis may lose it
     pipe.execute()
 
 

@@ -138,23 +138,46 @@ def to_item(s: Summary, unread: int) -> ConversationItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Packed:
+    """An encoded summary with its header read; the JSON body is decoded only when shown."""
+
+    raw: bytes
+    peer: int
+    member: str
+    category: str
+    deleted: bool
+
+    @classmethod
+    def of(cls, raw: bytes) -> Packed:
+        _, mem, kind, category, peer, _ = raw.split(b"|", 5)
+        return cls(raw, int(peer), mem.decode(), category.decode(), kind == b"T")
+
+    @classmethod
+    def from_summary(cls, s: Summary) -> Packed:
+        return cls(encode(s), s.peer, s.member, s.category, s.deleted)
+
+    def summary(self) -> Summary:
+        return decode(self.raw)
+
+
+@dataclass(frozen=True, slots=True)
 class Fill:
     """A source's answer for one owner: the top live entries, newest first, and how far they
     reach. Every conversation at or above ``boundary`` (a member) is among ``entries``; with
     ``complete`` they are the owner's whole list."""
 
-    entries: list[Summary]
+    entries: list[Packed]
     boundary: str
     complete: bool
     source: str  # 'm' MySQL, 'h' HBase
 
-    def page(self, cursor: str, want: int, category: str | None) -> list[Summary] | None:
+    def page(self, cursor: str, want: int, category: str | None) -> list[Packed] | None:
         """``want`` entries after ``cursor``, or None when the page leaves what this covers."""
         if cursor and not self.complete and cursor <= self.boundary:
             return None
         found = [
-            s
-            for s in self.entries
-            if (not cursor or s.member < cursor) and (not category or s.category == category)
+            p
+            for p in self.entries
+            if (not cursor or p.member < cursor) and (not category or p.category == category)
         ][:want]
         return found if len(found) == want or self.complete else None

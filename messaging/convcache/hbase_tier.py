@@ -1,10 +1,11 @@
 """Tier 2 of the conversation-list cache: the HBase ``convlist`` table (happybase, Thrift1).
 
-Row ``salt | owner`` (the inbox's salt, so the 16 pre-split regions share the load), family ``c``:
+Rows ``salt | owner`` (DESIGN.md; the inbox's salt, so the 16 pre-split regions share the load) and
+``salt | owner | generation``, family ``c``:
 
-    c:m                        meta, JSON {"g": generation, "s": "f" filling | "r" ready |
-                               "x" stale, "b": boundary member, "a": 1 when the whole list}
-    c:e<gen:4 B><peer:8 B>     one packed summary (codec.py) per conversation and generation
+    salt|owner         c:m        meta, JSON {"g": generation, "s": "f" filling | "r" ready |
+                                  "x" stale, "b": boundary member, "a": 1 when the whole list}
+    salt|owner|gen:4B  c:<peer:8B>  one packed summary (codec.py) per conversation
 
 **Versions are HBase cell timestamps.** A push writes its cell with timestamp = the conversation's
 version (its mtime; a deletion's tombstone is mtime + 1). HBase serves the cell with the highest
@@ -19,15 +20,19 @@ cell per call), so it is used only for the single meta cell.
 meta to a new generation, and writes its entries with timestamp FILL_TS (the msgkey epoch, below
 every mtime): any push into the same generation read MySQL after the build began, so it is at
 least as new, and must win. Rebuilds never delete cells of the live generation: a delete marker
-masks every later put with a lower or equal timestamp, so a re-put entry would vanish; the old
-generation's cells are garbage, deleted after the new one is ready. The meta cell moves only by
-``checkAndPut`` on the exact bytes read, so concurrent rebuilds and invalidations cannot interleave.
+masks every later put with a lower or equal timestamp, so a re-put entry would vanish. Each
+generation has a row of its own: the old generation's row is deleted once the new one is ready,
+and its dead cells (kept by HBase until a major compaction) never slow down reads of the live
+row, as they would if generations shared one row (measured: 600 live cells behind 24,000 dead
+ones took 56 ms to get, against 3 ms alone). The meta cell moves only by ``checkAndPut`` on the
+exact bytes read, so concurrent rebuilds and invalidations cannot interleave.
 
-**Reading.** A row serves when its meta is ready; the valid prefix is every live entry of the
-current generation at or above the boundary member (every entry when ``a``). Pushes add entries
-(new conversations at the top), so the row grows between rebuilds; ``View.cells`` tells the caller
-when a rebuild (a prewarm) should compact it. Pushes write only rows that exist (one multi-get of
-the meta cells per batch first); the convlist family must keep no TTL (builds use old timestamps).
+**Reading** is two gets: the meta, then the current generation's row. It serves when the meta is
+ready; the valid prefix is every live entry at or above the boundary member (every entry when
+``a``). Pushes add entries (new conversations at the top), so the row grows between rebuilds;
+``View.cells`` tells the caller when a rebuild should compact it. Pushes write only owners whose
+meta row exists (one multi-get of the meta cells per batch first). The convlist family must keep
+no TTL (builds use old timestamps).
 """
 
 from __future__ import annotations
@@ -45,12 +50,13 @@ from Hbase_thrift import Mutation
 from config import hbase
 from messaging import msgkey as clock
 from messaging.convcache import codec
-from messaging.convcache.codec import Fill, Summary
+from messaging.convcache.codec import Fill, Packed, Summary
 from messaging.inbox.hbase import owner_prefix
 
 TABLE = "convlist"
 META = b"c:m"
-ENTRY = b"c:e"
+FAMILY = b"c:"
+DROP_GENERATIONS = 4  # older generation rows deleted by a finished build
 FILL_TS = clock.EPOCH_MS
 FILLING, READY, STALE = "f", "r", "x"
 CAS_ATTEMPTS = 4
@@ -61,11 +67,16 @@ def enabled() -> bool:
 
 
 def rowkey(owner: int) -> bytes:
+    """The meta row."""
     return owner_prefix(owner)
 
 
-def qualifier(generation: int, peer: int) -> bytes:
-    return ENTRY + struct.pack(">IQ", generation, peer)
+def entries_row(owner: int, generation: int) -> bytes:
+    return owner_prefix(owner) + struct.pack(">I", generation)
+
+
+def qualifier(peer: int) -> bytes:
+    return FAMILY + struct.pack(">Q", peer)
 
 
 @dataclass(frozen=True)
@@ -119,26 +130,30 @@ def put_many(items: Sequence[tuple[int, int, Summary]]) -> None:
         for ts, group in by_ts.items():
             with _table(conn).batch(timestamp=ts) as batch:
                 for owner, gen, s in group:
-                    batch.put(rowkey(owner), {qualifier(gen, s.peer): codec.encode(s)})
+                    batch.put(entries_row(owner, gen), {qualifier(s.peer): codec.encode(s)})
 
     hbase.call(write)
 
 
 # -- reads -----------------------------------------------------------------------------------
 def read(owner: int) -> View:
-    row = hbase.call(lambda conn: _table(conn).row(rowkey(owner)))
-    raw_meta = row.pop(META, None)
-    meta = Meta.decode(raw_meta) if raw_meta else None
+    def get(conn: happybase.Connection) -> tuple[Meta | None, dict[bytes, bytes]]:
+        raw = _table(conn).row(rowkey(owner), columns=[META]).get(META)
+        meta = Meta.decode(raw) if raw else None
+        if meta is None or meta.state != READY:
+            return meta, {}
+        return meta, _table(conn).row(entries_row(owner, meta.generation))
+
+    meta, row = hbase.call(get)
     if meta is None or meta.state != READY:
-        return View(meta, None, len(row))
+        return View(meta, None, 0)
     return View(meta, _valid_prefix(meta, row), len(row))
 
 
 def _valid_prefix(meta: Meta, row: Mapping[bytes, bytes]) -> Fill:
-    prefix = ENTRY + struct.pack(">I", meta.generation)
-    live = [codec.decode(v) for q, v in row.items() if q.startswith(prefix)]
-    entries = [s for s in live if not s.deleted and (meta.complete or s.member >= meta.boundary)]
-    entries.sort(key=lambda s: s.member, reverse=True)
+    live = (Packed.of(v) for v in row.values())
+    entries = [p for p in live if not p.deleted and (meta.complete or p.member >= meta.boundary)]
+    entries.sort(key=lambda p: p.member, reverse=True)
     return Fill(entries, meta.boundary, meta.complete, "h")
 
 
@@ -183,9 +198,8 @@ def finish(owner: int, generation: int, fill: Fill) -> bool:
     ready = Meta(generation, READY, fill.boundary, fill.complete)
 
     def write(conn: happybase.Connection) -> bool:
-        with _table(conn).batch(timestamp=FILL_TS, batch_size=1000) as batch:
-            for s in fill.entries:
-                batch.put(rowkey(owner), {qualifier(generation, s.peer): codec.encode(s)})
+        cells = {qualifier(p.peer): p.raw for p in fill.entries}
+        _table(conn).put(entries_row(owner, generation), cells, timestamp=FILL_TS)
         return _cas_meta(conn, owner, expected, ready)
 
     done = hbase.call(write)
@@ -195,14 +209,10 @@ def finish(owner: int, generation: int, fill: Fill) -> bool:
 
 
 def _drop_other_generations(owner: int, generation: int) -> None:
-    """Delete the cells of older generations (a newer build's cells are left alone)."""
-
-    def older(qualifier: bytes) -> bool:
-        return qualifier.startswith(ENTRY) and struct.unpack(">I", qualifier[3:7])[0] < generation
+    """Delete the rows of the generations before this one (a newer build's row is left alone)."""
 
     def drop(conn: happybase.Connection) -> None:
-        stale = [q for q in _table(conn).row(rowkey(owner)) if older(q)]
-        if stale:
-            _table(conn).delete(rowkey(owner), columns=stale)
+        for old in range(max(1, generation - DROP_GENERATIONS), generation):
+            _table(conn).delete(entries_row(owner, old))
 
     hbase.call(drop)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from messaging.convcache import codec
-from messaging.convcache.codec import Fill, Summary
+from messaging.convcache.codec import Fill, Packed, Summary
 from messaging.models import Conversation
 from messaging.selectors import ConversationPage, items_for, messages_by_key
 
@@ -55,7 +55,7 @@ def summaries(rows: Sequence[Conversation]) -> list[Summary]:
 def fill(owner: int) -> Fill:
     """The owner's first CONVCACHE_SIZE conversations, as a tier answer."""
     rows, more = top(owner, int(settings.CONVCACHE_SIZE))
-    entries = summaries(rows)
+    entries = [Packed.from_summary(s) for s in summaries(rows)]
     boundary = entries[-1].member if more else ""
     return Fill(entries, boundary, not more, "m")
 

@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -37,18 +39,54 @@ BUCKET_S = 600
 WINDOW_BUCKETS = 6  # the failure rate is taken over the last hour
 ALERT_EVERY_S = 300
 SADD_CHUNK = 1000
+BIG_UPS_RECHECK_S = 30.0
 
 
 # -- triggers --------------------------------------------------------------------------------
 def on_unread_request(uid: int) -> bool:
-    """Called on every unread-count request: prewarm a big UP's list (once per window)."""
+    """Called on every unread-count request: prewarm a big UP's list (once per window).
+
+    Membership is answered from a per-process copy of the big-UP sets (a few thousand uids,
+    reloaded when the daily recompute moved on, checked at most every BIG_UPS_RECHECK_S), so an
+    ordinary user's request costs no Redis round trip here."""
     try:
-        if not get_redis().sismember(keys.big_ups_for(uid), str(uid)):
+        if uid not in _big_ups():
             return False
         return trigger(uid, reason="unread")
     except RedisError:
         log.warning("convcache: prewarm trigger failed for %s", uid, exc_info=True)
         return False
+
+
+@dataclass
+class _BigUpsCopy:
+    version: bytes | str | None = None
+    members: frozenset[int] = frozenset()
+    checked_at: float = float("-inf")
+
+
+_copy = _BigUpsCopy()
+_copy_lock = threading.Lock()
+
+
+def _big_ups() -> frozenset[int]:
+    with _copy_lock:
+        if time.monotonic() - _copy.checked_at < BIG_UPS_RECHECK_S:
+            return _copy.members
+        _copy.checked_at = time.monotonic()
+        version = get_redis().hget(keys.BIG_UPS_META, "at")
+        if version != _copy.version:
+            pipe = get_redis().pipeline(transaction=False)
+            for shard in range(keys.BIG_UP_SHARDS):
+                pipe.smembers(keys.big_ups(shard))
+            _copy.members = frozenset(int(m) for found in pipe.execute() for m in found)
+            _copy.version = version
+        return _copy.members
+
+
+def _forget_big_ups_copy() -> None:
+    with _copy_lock:
+        _copy.checked_at = float("-inf")
 
 
 def trigger(owner: int, *, reason: str, claimed: bool = False) -> bool:
@@ -98,6 +136,7 @@ def compute_big_ups() -> int:
     total = sum(len(m) for m in shards.values())
     pipe.hset(keys.BIG_UPS_META, mapping={"count": total, "at": clock.now_ms()})
     pipe.execute()
+    _forget_big_ups_copy()
     return total
 
 

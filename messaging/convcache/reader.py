@@ -2,25 +2,26 @@
 
 ``conversation_page`` answers a page of ``messaging.selectors.conversation_list``:
 
-1. Redis (one script call: the page and its unread counts). A page that leaves the cached prefix
-   (past the first CONVCACHE_SIZE conversations) reads MySQL directly, through its index.
-2. On a Redis miss the script has already started a fill generation. HBase is read on a small
-   pool thread; if it has not answered within CONVCACHE_HEDGE_MS, MySQL is queried in parallel on
-   another pool thread and the first usable answer wins. The loser finishes in the background and
-   is dropped; it is never cancelled mid-call (a Thrift or SQL call cannot be interrupted safely).
-3. The answer fills Redis (``redis_tier.finish``). An HBase row that is missing, not ready or
-   overgrown is (re)built in the background from MySQL (``build.rebuild_async``).
+1. Redis: one script call returns the page and its unread counts. A page that leaves the cached
+   prefix (past the first CONVCACHE_SIZE conversations) reads MySQL directly, through its index.
+2. On a Redis miss the script has already begun a fill generation. HBase is read on a small pool
+   thread; if it has not answered within CONVCACHE_HEDGE_MS, MySQL is asked for the page in
+   parallel on another pool thread, and the first usable answer wins. The loser finishes in the
+   background and is dropped; it is never interrupted mid-call (a Thrift or SQL call cannot be
+   cancelled safely). An HBase row that is missing or not ready answers "miss" at once.
+3. The tiers above refill after the answer, off the request path (build.fill_later): Redis from
+   HBase's answer, or Redis and the HBase row from one MySQL read of the first CONVCACHE_SIZE.
 
-No leaks: each pool has a fixed number of threads, and work is only submitted while a slot is
-free (otherwise the caller reads MySQL itself), so a hung HBase can hold at most its pool, never
-a growing queue. A pool thread closes its database connection after every query. Pools are per
-process (threads do not survive a fork). A caller inside a transaction reads MySQL on its own
-connection (another thread could not see its uncommitted rows).
+No leaks: each pool has a fixed number of threads and takes work only while one is free
+(otherwise the caller reads MySQL itself), so a hung HBase holds at most its own threads, never a
+growing queue; a pool thread closes its database connection after every call (pools.py). A caller
+inside a transaction reads MySQL on its own connection (another could not see its rows).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -46,27 +47,37 @@ LOSER_WAIT_S = 30.0  # how long the winner-less caller waits at most before read
 def conversation_page(
     owner: int, *, category: str | None, cursor: str | None, limit: int
 ) -> ConversationPage:
-    want = limit + 1
-    at = codec.cursor_member(cursor)
+    def from_mysql() -> ConversationPage:
+        return mysql_tier.page(owner, category=category, cursor=cursor, limit=limit)
+
+    want, at = limit + 1, codec.cursor_member(cursor)
     try:
         found = redis_tier.read(owner, cursor=at, want=want, category=category)
     except RedisError:
         log.warning("convcache: Redis read failed for %s", owner, exc_info=True)
         metrics.inc("convcache_reads", tier="redis", result="error")
-        return mysql_tier.page(owner, category=category, cursor=cursor, limit=limit)
+        return from_mysql()
     if found.status == "hit":
         metrics.inc("convcache_reads", tier="redis", result="hit")
         return _page(owner, found.entries, limit, found.unread)
     if found.status == "beyond":
         metrics.inc("convcache_reads", tier="mysql", result="beyond")
-        return mysql_tier.page(owner, category=category, cursor=cursor, limit=limit)
+        return from_mysql()
     metrics.inc("convcache_reads", tier="redis", result="miss")
-    fill = tier2(owner, hbase_ok=not found.hbase_dirty)
-    _finish_quietly(owner, found.generation, fill)
-    entries = fill.page(at, want, category)
-    if entries is None:
-        return mysql_tier.page(owner, category=category, cursor=cursor, limit=limit)
-    return _page(owner, entries, limit)
+    use_hbase = hbase_tier.enabled() and not found.hbase_dirty
+    answer = tier2(owner, from_mysql) if use_hbase else None
+    if isinstance(answer, Fill):
+        build.fill_later(owner, redis_generation=found.generation, fill=answer)
+        entries = answer.page(at, want, category)
+        if entries is not None:
+            return _page(owner, [p.summary() for p in entries], limit)
+        return from_mysql()
+    rebuild_hbase = hbase_tier.enabled() and not isinstance(answer, ConversationPage)
+    build.fill_later(owner, redis_generation=found.generation, hbase=rebuild_hbase)
+    if answer is None:
+        metrics.inc("convcache_reads", tier="mysql", result="hit")
+        return from_mysql()
+    return answer
 
 
 def _page(
@@ -82,26 +93,13 @@ def _page(
     return ConversationPage(items, next_cursor)
 
 
-def _finish_quietly(owner: int, generation: str, fill: Fill) -> None:
-    try:
-        redis_tier.finish(owner, generation, fill)
-    except RedisError:
-        log.warning("convcache: Redis fill failed for %s", owner, exc_info=True)
-
-
 # -- tier 2: HBase, hedged with MySQL --------------------------------------------------------
-def tier2(owner: int, *, hbase_ok: bool) -> Fill:
-    """The owner's first CONVCACHE_SIZE conversations from HBase or MySQL, whichever is first."""
-    if hbase_ok and hbase_tier.enabled():
-        answer = hedged(owner)
-        if answer is not None:
-            return answer
-    metrics.inc("convcache_reads", tier="mysql", result="hit")
-    return mysql_tier.fill(owner)
+Answer = Fill | ConversationPage | None
 
 
-def hedged(owner: int) -> Fill | None:
-    """HBase's answer, or MySQL's if HBase is slower than the hedge delay; None: read MySQL."""
+def tier2(owner: int, from_mysql: Callable[[], ConversationPage]) -> Answer:
+    """HBase's list (a Fill), or MySQL's page if HBase is slower than the hedge delay and MySQL
+    answers first; None when HBase has no usable row (the caller reads MySQL)."""
     hbase_call = pool("hbase", HBASE_THREADS).submit(lambda: hbase_tier.read(owner))
     if hbase_call is None:
         metrics.inc("convcache_reads", tier="hbase", result="saturated")
@@ -109,7 +107,7 @@ def hedged(owner: int) -> Fill | None:
     try:
         view = hbase_call.result(timeout=settings.CONVCACHE_HEDGE_MS / 1000)
     except FutureTimeout:
-        return _race(owner, hbase_call)
+        return _race(owner, hbase_call, from_mysql)
     except Exception:
         log.warning("convcache: HBase read failed for %s", owner, exc_info=True)
         metrics.inc("convcache_reads", tier="hbase", result="error")
@@ -117,13 +115,13 @@ def hedged(owner: int) -> Fill | None:
     return _accept(owner, view)
 
 
-def _race(owner: int, hbase_call: Future[hbase_tier.View]) -> Fill | None:
+def _race(
+    owner: int, hbase_call: Future[hbase_tier.View], from_mysql: Callable[[], ConversationPage]
+) -> Answer:
     metrics.inc("convcache_hedges")
     if connection.in_atomic_block:
         return None  # MySQL must be read on this connection: the caller does it now
-    mysql_call = pool("mysql", MYSQL_THREADS).submit(
-        in_thread_with_db(lambda: mysql_tier.fill(owner))
-    )
+    mysql_call = pool("mysql", MYSQL_THREADS).submit(in_thread_with_db(from_mysql))
     if mysql_call is None:
         return None
     pending: set[Future[Any]] = {hbase_call, mysql_call}
@@ -134,14 +132,15 @@ def _race(owner: int, hbase_call: Future[hbase_tier.View]) -> Fill | None:
         for call in done:
             answer = _outcome(owner, call)
             if answer is not None:
-                metrics.inc(
-                    "convcache_hedge_wins", winner="hbase" if call is hbase_call else "mysql"
-                )
+                winner = "hbase" if call is hbase_call else "mysql"
+                metrics.inc("convcache_hedge_wins", winner=winner)
+                if winner == "mysql":
+                    metrics.inc("convcache_reads", tier="mysql", result="hit")
                 return answer
     return None
 
 
-def _outcome(owner: int, call: Future[hbase_tier.View] | Future[Fill]) -> Fill | None:
+def _outcome(owner: int, call: Future[Any]) -> Answer:
     try:
         result = call.result()
     except Exception:
@@ -149,17 +148,16 @@ def _outcome(owner: int, call: Future[hbase_tier.View] | Future[Fill]) -> Fill |
         return None
     if isinstance(result, hbase_tier.View):
         return _accept(owner, result)
-    metrics.inc("convcache_reads", tier="mysql", result="hit")
-    return result
+    return result if isinstance(result, ConversationPage) else None
 
 
 def _accept(owner: int, view: hbase_tier.View) -> Fill | None:
-    """HBase's answer if its row is ready; a missing or overgrown row is rebuilt meanwhile."""
-    if view.fill is None or view.cells > build.REBUILD_CELLS_FACTOR * int(settings.CONVCACHE_SIZE):
-        build.rebuild_async(owner)
+    """HBase's answer if its row is ready (an overgrown row is rebuilt in the background)."""
     if view.fill is None:
         metrics.inc("convcache_reads", tier="hbase", result="miss")
         return None
+    if view.cells > build.REBUILD_CELLS_FACTOR * int(settings.CONVCACHE_SIZE):
+        build.rebuild_async(owner)
     metrics.inc("convcache_reads", tier="hbase", result="hit")
     return _top(view.fill)
 

@@ -82,18 +82,27 @@ def finish(owner: int, generation: str, fill: Fill) -> int:
     """Hand a source's answer to the fill ``generation``: 1 done, 0 superseded, -1 dropped."""
     expires = clock.now_ms() + int(settings.CONVCACHE_TTL_S) * 1000
     head = [generation, fill.source, fill.boundary, int(fill.complete), expires, cap(), 2 * cap()]
-    return int(lua.call("fill", keys.cache_keys(owner), head + _pairs(fill.entries)))
+    pairs = [v for p in fill.entries for v in (codec.field(p.peer), p.raw)]
+    return int(lua.call("fill", keys.cache_keys(owner), head + pairs))
 
 
 def probe_many(
     pairs: Sequence[tuple[int, int]], *, track_bursts: bool
 ) -> tuple[dict[int, str | None], list[int]]:
-    """The cache generation of every owner, plus the owners whose burst starts a prewarm."""
+    """The cache generation of every owner, plus the owners whose burst starts a prewarm
+    (bursts are counted by a script per pair; without them it is one HGET per owner)."""
+    if not track_bursts:
+        owners = list(dict.fromkeys(o for o, _ in pairs))
+        pipe = get_redis().pipeline(transaction=False)
+        for owner in owners:
+            pipe.hget(keys.entries(owner), "_g")
+        found = pipe.execute()
+        return {o: g.decode() if g else None for o, g in zip(owners, found, strict=True)}, []
     pipe = get_redis().pipeline(transaction=False)
     threshold, window = settings.BURST_NEW_CONVERSATIONS, settings.PREWARM_WINDOW_S
     for owner, peer in pairs:
         script_keys = [*keys.cache_keys(owner), keys.burst(owner), keys.prewarm_marker(owner)]
-        args = [peer, int(track_bursts), threshold, BURST_WINDOW_S, window]
+        args = [peer, 1, threshold, BURST_WINDOW_S, window]
         lua.call("probe", script_keys, args, client=pipe)
     generations: dict[int, str | None] = {}
     triggered = []

@@ -227,9 +227,8 @@ SUPERSCRIPT_TWO, ARABIC_123, FULLWIDTH_123 = "\u00b2", "\u0661\u0662\u0663", "\u
 
 
 def test_digits_of_other_scripts_are_invalid_lines_not_uids(uids: Uids) -> None:
-    """Fails until bulk.audiences.parse_uid takes ASCII digits only: str.isdigit() accepts a
-    superscript two, which int() then refuses (a 500), and Arabic-Indic or fullwidth digits,
-    which int() reads as uid 123."""
+    """str.isdigit() alone would take a superscript two (which int() then refuses: a 500) and
+    read Arabic-Indic or fullwidth digits as uid 123."""
     sender, a = uids(2)
     shop(sender)
     api = campaigns_api(sender)
@@ -661,6 +660,20 @@ def test_an_audience_of_another_client_answers_404(uids: Uids) -> None:
     assert "audience.audience_id" in answer["fields"]
 
 
+def test_an_audience_still_being_stored_cannot_be_used(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    _, stored = upload(api, f"{fan}\n".encode())
+    Audience.objects.filter(pk=stored["id"]).update(count=0)  # as while its lines stream in
+
+    status, answer = api.call(
+        "POST", "/campaigns", body(sender, {"type": "upload", "audience_id": stored["id"]})
+    )
+
+    assert status == 404, answer
+
+
 def test_a_bad_idempotency_key_answers_400(uids: Uids) -> None:
     sender, fan = uids(2)
     shop(sender)
@@ -719,16 +732,21 @@ def test_a_raw_text_plain_body_is_an_upload_too(uids: Uids) -> None:
     api = campaigns_api(sender)
 
     status, stored = api.raw(
-        "POST", "/audiences", f"{a}\n{b}\n".encode(), content_type="text/plain"
+        "POST",
+        "/audiences",
+        f"{a}\n{b}\n".encode(),
+        content_type="text/plain",
+        query={"name": "vip"},
     )
     empty_status, empty = api.raw("POST", "/audiences", b"", content_type="text/plain")
 
     assert status == 201, stored
     assert stored["count"] == 2
+    assert Audience.objects.get(pk=stored["id"]).name == "vip"
     assert set(
         AudienceMember.objects.filter(audience_id=stored["id"]).values_list("uid", flat=True)
     ) == {a, b}
-    assert empty_status == 400, empty
+    assert (empty_status, empty["fields"]) == (400, {"file": "empty"})
 
 
 def test_an_upload_without_a_file_field_or_of_another_type_is_refused(uids: Uids) -> None:

@@ -213,6 +213,7 @@ def test_revoke_action_cuts_the_client_off(admin_client: Client, uid: int) -> No
 
 def test_rotate_action_replaces_the_token(admin_client: Client, uid: int) -> None:
     api = inbox_api("rotating")
+    assert api.call("GET", f"/users/{uid}/unread")[0] == 200
     response = admin_client.post(
         f"{ADMIN}/apiclient/",
         {"action": "rotate_token", "_selected_action": [str(api.client.pk)]},

@@ -14,7 +14,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from config.exceptions import api_exception_handler, flatten
-from messaging.clients import api_clients_revoke
+from config.redis import get_redis
+from messaging.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
 from messaging.errors import Conflict, RateLimited, TooLarge
 from messaging.models import ApiClient, ClientMessage, Message
 from tests.messaging.api_factories import Api, inbox_api, make_api, send_api
@@ -93,14 +94,31 @@ def test_401_names_the_bearer_scheme(uid: int) -> None:
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
-def test_revoked_and_inactive_clients_are_401(uid: int) -> None:
+def test_revoked_and_inactive_clients_are_401_at_once(uid: int) -> None:
     revoked, inactive = inbox_api("revoked"), inbox_api("inactive")
-    assert revoked.call("GET", f"/users/{uid}/unread")[0] == 200
+    for api in (revoked, inactive):  # both principals are now cached by this process
+        assert api.call("GET", f"/users/{uid}/unread")[0] == 200
     assert api_clients_revoke(client_ids=[revoked.client.pk]) == 1
     ApiClient.objects.filter(pk=inactive.client.pk).update(is_active=False)
+    api_clients_changed()  # what code that edits clients directly must do
     assert_error(revoked.call("GET", f"/users/{uid}/unread"), 401, "unauthorized")
     assert_error(inactive.call("GET", f"/users/{uid}/unread"), 401, "unauthorized")
     assert ApiClient.objects.get(pk=revoked.client.pk).revoked_at is not None
+
+
+def test_a_lost_client_version_never_revives_a_cached_principal(uid: int) -> None:
+    api = inbox_api("cached")
+    assert api.call("GET", f"/users/{uid}/unread")[0] == 200  # cached under the first version
+    api_clients_revoke(client_ids=[api.client.pk])
+    get_redis().delete(GENERATION_KEY)  # as after a Redis restart
+    assert_error(api.call("GET", f"/users/{uid}/unread"), 401, "unauthorized")
+
+
+def test_a_known_token_costs_no_sql_query(uid: int, django_assert_num_queries: Any) -> None:
+    api = inbox_api("hot")
+    assert api.call("GET", f"/users/{uid}/unread")[0] == 200
+    with django_assert_num_queries(0):  # the unread hot path: Redis only
+        assert api.call("GET", f"/users/{uid}/unread")[0] == 200
 
 
 def test_only_the_token_hash_is_stored() -> None:

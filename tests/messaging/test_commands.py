@@ -277,12 +277,14 @@ def test_follows_import_of_a_missing_file_fails_in_one_line(tmp_path: Path) -> N
 
 
 @pytest.mark.django_db
-def test_follows_import_survives_undecodable_bytes(tmp_path: Path, uids: Uids) -> None:
-    a, star = uids(2)
-    path = write(tmp_path, b"\xff\xfe\x00junk\n" + f"{a},{star}\n".encode())
+def test_follows_import_survives_binary_junk_and_endless_lines(tmp_path: Path, uids: Uids) -> None:
+    a, b, star = uids(3)
+    junk = b"\xff\xfe\x00junk\n" + b"7" * 100_000 + b"\n"
+    path = write(tmp_path, junk + f"{a},{star}\n{b},{star}".encode())  # no final newline
 
     out = run("follows_import", str(path))
 
-    assert follows_of([a]).keys() == {(a, star)}
-    assert "1 good lines stored" in out
-    assert "line 1:" in out
+    assert follows_of([a, b]).keys() == {(a, star), (b, star)}
+    assert "4 lines read: 2 good lines stored" in out
+    assert "line 1: expected 2 or 3 comma-separated fields, found 1" in out
+    assert "line 2: line is longer than 4096 bytes" in out

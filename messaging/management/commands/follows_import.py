@@ -26,6 +26,7 @@ BATCH = 5000
 SAMPLES = 5
 MAX_UID = (1 << 63) - 1
 PROGRESS_FROM_BYTES = 4 << 20  # a progress bar for files over 4 MB
+MAX_LINE = 4096  # bytes; a real line is under 80
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -125,6 +126,9 @@ class Command(BaseCommand):
         batch: list[Follow] = []
         for number, line in self._lines(fh, advance):
             report.lines += 1
+            if line is None:
+                report.reject(number, f"line is longer than {MAX_LINE} bytes")
+                continue
             if report.lines == 1 and is_header(line):
                 report.header = True
                 continue
@@ -142,13 +146,29 @@ class Command(BaseCommand):
         return report
 
     @staticmethod
-    def _lines(fh: BinaryIO, advance: Callable[[int], None]) -> Iterator[tuple[int, str]]:
-        """Non-blank lines with their 1-based numbers, decoded leniently (bad bytes → U+FFFD)."""
-        for number, raw in enumerate(fh, start=1):
-            advance(len(raw))
+    def _lines(fh: BinaryIO, advance: Callable[[int], None]) -> Iterator[tuple[int, str | None]]:
+        """Non-blank lines with their 1-based numbers, decoded leniently (bad bytes → U+FFFD).
+
+        A line over MAX_LINE bytes is skipped unread and yielded as None: one huge line (a binary
+        file by mistake) never sits in memory.
+        """
+        number, pending = 0, 0
+        while raw := fh.readline(MAX_LINE):
+            number += 1
+            pending += len(raw)
+            if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
+                while (rest := fh.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+                    pending += len(rest)
+                pending += len(rest)
+                yield number, None
+                continue
+            if pending >= 1 << 20:
+                advance(pending)
+                pending = 0
             line = raw.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
             if line:
                 yield number, line
+        advance(pending)
 
     def _print(self, report: Report) -> None:
         header = " (header skipped)" if report.header else ""
