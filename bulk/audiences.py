@@ -14,8 +14,8 @@ from typing import IO, Any
 
 from django.db import connection
 
-from config.sqlvalues import int_rows
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
+from config.sqlvalues import int_rows
 from messaging.models import Follow
 
 MAX_UID = (1 << 63) - 1
@@ -47,7 +47,7 @@ def _raw(campaign: Campaign, after: int, limit: int) -> list[int]:
         if spec.get("followed_before"):
             qs = qs.filter(followed_at__lt=datetime.fromisoformat(spec["followed_before"]))
         return list(qs.order_by("follower_uid").values_list("follower_uid", flat=True)[:limit])
-    members = AudienceMember.objects.filter(audience_id=campaign.audience_id, uid__gt=after)
+    members = AudienceMember.objects.filter(audience_id=campaign.audience_id or 0, uid__gt=after)
     return list(members.order_by("uid").values_list("uid", flat=True)[:limit])
 
 
@@ -120,7 +120,9 @@ def _insert(audience_id: int, uids: list[int]) -> None:
     ignore = "INSERT IGNORE" if connection.vendor == "mysql" else "INSERT OR IGNORE"
     values = int_rows((audience_id, uid) for uid in uids)
     with connection.cursor() as cur:
-        cur.execute(f"{ignore} INTO {AudienceMember._meta.db_table} (audience_id, uid) VALUES {values}")
+        cur.execute(
+            f"{ignore} INTO {AudienceMember._meta.db_table} (audience_id, uid) VALUES {values}"
+        )
 
 
 def _finish(audience: Audience, report: UploadReport) -> Audience:

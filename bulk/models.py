@@ -59,6 +59,9 @@ class AudienceMember(models.Model):
     audience = models.ForeignKey(Audience, on_delete=models.CASCADE)
     uid = models.BigIntegerField()
 
+    def __str__(self) -> str:
+        return f"{self.uid} in audience {self.audience_id}"
+
 
 class SenderPolicy(models.Model):
     sender_uid = models.BigIntegerField(primary_key=True)

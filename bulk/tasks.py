@@ -12,8 +12,6 @@ from celery import Task, shared_task
 
 from bulk import services
 
-RETRY = {"acks_late": True, "bind": True, "max_retries": services.MAX_ATTEMPTS}
-
 
 def _run(task: Task, batch_id: int) -> str:
     try:
@@ -25,12 +23,16 @@ def _run(task: Task, batch_id: int) -> str:
     return outcome.state
 
 
-@shared_task(name="bulk.daily.run_batch", **RETRY)
+@shared_task(
+    name="bulk.daily.run_batch", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
+)
 def run_batch_daily(self: Task, batch_id: int) -> str:
     return _run(self, batch_id)
 
 
-@shared_task(name="bulk.priority.run_batch", **RETRY)
+@shared_task(
+    name="bulk.priority.run_batch", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
+)
 def run_batch_priority(self: Task, batch_id: int) -> str:
     return _run(self, batch_id)
 
@@ -42,12 +44,14 @@ def _plan(task: Task, campaign_id: int) -> bool:
     return more
 
 
-@shared_task(name="bulk.daily.plan", **RETRY)
+@shared_task(name="bulk.daily.plan", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS)
 def plan_daily(self: Task, campaign_id: int) -> bool:
     return _plan(self, campaign_id)
 
 
-@shared_task(name="bulk.priority.plan", **RETRY)
+@shared_task(
+    name="bulk.priority.plan", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
+)
 def plan_priority(self: Task, campaign_id: int) -> bool:
     return _plan(self, campaign_id)
 

@@ -51,11 +51,7 @@ app.conf.update(
     worker_hijack_root_logger=False,
     timezone="UTC",
 )
-app.conf.beat_schedule = {
-    # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
-    # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
-    "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
-}
+# The periodic tasks are CELERY_BEAT_SCHEDULE in config/settings.py (one place, so none is lost).
 app.autodiscover_tasks()
 
 

@@ -8,6 +8,7 @@ the server only when nothing answers on the port.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -84,7 +85,5 @@ def _wait_until_answers(seconds: float = 10.0) -> None:
 def stop(var_dir: Path) -> None:
     pidfile = var_dir / "redis" / "redis.pid"
     if pidfile.exists():
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pidfile.read_text().strip()), 15)
-        except (ProcessLookupError, ValueError):
-            pass

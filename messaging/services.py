@@ -65,8 +65,14 @@ def categories_for(owner_uids: Sequence[int], peer_uid: int) -> dict[int, str]:
 
 # -- fan-out -----------------------------------------------------------------------------------
 def deliver_many(
-    *, sender_uid: int, receiver_uids: Sequence[int], msgkey: int, category: str,
-    marker: str, with_outbox: bool = False, sender_category: str | None = None,
+    *,
+    sender_uid: int,
+    receiver_uids: Sequence[int],
+    msgkey: int,
+    category: str,
+    marker: str,
+    with_outbox: bool = False,
+    sender_category: str | None = None,
 ) -> None:
     """Write ``msgkey`` into every receiver's timeline (and the sender's, for 1:1)."""
     entries = [InboxEntry(r, sender_uid, msgkey, RECEIVED) for r in receiver_uids]
@@ -80,7 +86,10 @@ def deliver_many(
     convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
     pipe = get_redis().pipeline(transaction=False)  # counters and events: one round trip
     unread_incr_many(
-        owner_uids=receiver_uids, peer_uid=sender_uid, category=category, marker=marker,
+        owner_uids=receiver_uids,
+        peer_uid=sender_uid,
+        category=category,
+        marker=marker,
         client=pipe,
     )
     publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
@@ -119,11 +128,17 @@ def _send_new(
     msgkey = keys.next_msgkey()
     with transaction.atomic():
         ClientMessage.objects.create(
-            sender_uid=sender_uid, client_msg_id=client_msg_id, msgkey=msgkey,
-            receiver_uid=receiver_uid, digest=digest,
+            sender_uid=sender_uid,
+            client_msg_id=client_msg_id,
+            msgkey=msgkey,
+            receiver_uid=receiver_uid,
+            digest=digest,
         )
         message = Message.objects.create(
-            msgkey=msgkey, sender_uid=sender_uid, type=body["type"], body=body,
+            msgkey=msgkey,
+            sender_uid=sender_uid,
+            type=body["type"],
+            body=body,
             created_at=keys.created_at(msgkey),
         )
     _deliver_one(message, receiver_uid)
@@ -144,9 +159,12 @@ def _replay(existing: ClientMessage, digest: str) -> SendResult:
 def _deliver_one(message: Message, receiver_uid: int) -> None:
     sender = message.sender_uid
     deliver_many(
-        sender_uid=sender, receiver_uids=[receiver_uid], msgkey=message.msgkey,
+        sender_uid=sender,
+        receiver_uids=[receiver_uid],
+        msgkey=message.msgkey,
         category=categories_for([receiver_uid], sender)[receiver_uid],
-        marker=f"m:{message.msgkey}", with_outbox=True,
+        marker=f"m:{message.msgkey}",
+        with_outbox=True,
         sender_category=categories_for([sender], receiver_uid)[sender],
     )
     ClientMessage.objects.filter(msgkey=message.msgkey).update(delivered=True)
@@ -185,8 +203,9 @@ def _recall_copies(message: Message, receiver_uid: int) -> None:
     was_unread = any(e.owner == receiver_uid and e.counts_as_unread for e in copies)
     inbox.set_flags(copies, FLAG_RECALLED)
     if conv and was_unread and message.msgkey > conv.read_upto:
-        unread_add(owner_uid=receiver_uid, peer_uid=message.sender_uid,
-                   category=conv.category, delta=-1)
+        unread_add(
+            owner_uid=receiver_uid, peer_uid=message.sender_uid, category=conv.category, delta=-1
+        )
     _bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
 
 
@@ -211,7 +230,9 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     """Move the read position; returns the conversation's unread count after it."""
     conv = conversation_get(owner_uid, peer_uid)
     upto = conv.last_msgkey if upto_msgkey is None else upto_msgkey
-    remaining = 0 if upto >= conv.last_msgkey else get_inbox().count_after(owner_uid, peer_uid, upto)
+    remaining = (
+        0 if upto >= conv.last_msgkey else get_inbox().count_after(owner_uid, peer_uid, upto)
+    )
     Conversation.objects.filter(pk=conv.pk).update(
         read_upto=upto, mtime=max(conv.mtime + 1, keys.now_ms())
     )
@@ -220,7 +241,7 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     return remaining
 
 
-# -- one-sided deletes ------------------------------------------------------------------------------
+# -- one-sided deletes -----------------------------------------------------------------------------
 def message_delete(*, owner_uid: int, peer_uid: int, msgkey: int) -> None:
     conv = conversation_get(owner_uid, peer_uid)
     inbox = get_inbox()
@@ -240,7 +261,8 @@ def _reset_last(conv: Conversation) -> None:
         conversation_delete(owner_uid=conv.owner_uid, peer_uid=conv.peer_uid)
         return
     Conversation.objects.filter(pk=conv.pk).update(
-        last_msgkey=newest[0].msgkey, sort_key=newest[0].msgkey,
+        last_msgkey=newest[0].msgkey,
+        sort_key=newest[0].msgkey,
         mtime=max(conv.mtime + 1, keys.now_ms()),
     )
     convcache.refresh([(conv.owner_uid, conv.peer_uid)])
@@ -263,7 +285,7 @@ def messages_delete_all(*, owner_uid: int) -> int:
     return deleted
 
 
-# -- blocks and follows -------------------------------------------------------------------------------
+# -- blocks and follows ----------------------------------------------------------------------------
 def block_set(*, owner_uid: int, blocked_uid: int, blocked: bool) -> None:
     if owner_uid == blocked_uid:
         raise InvalidInput("A user cannot block themselves.", {"peer_uid": "is the user"})

@@ -13,7 +13,9 @@ from messaging import services
 def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg_id: str) -> str:
     """Send a 1:1 message; idempotent by (sender_uid, client_msg_id). Returns the msgkey."""
     result = services.message_send(
-        sender_uid=sender_uid, receiver_uid=receiver_uid, content=content,
+        sender_uid=sender_uid,
+        receiver_uid=receiver_uid,
+        content=content,
         client_msg_id=client_msg_id,
     )
     return str(result.message.msgkey)

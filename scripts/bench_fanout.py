@@ -76,7 +76,8 @@ def seed(sender: int, recipients: range) -> None:
             params = [v for uid in chunk for v in (uid, sender)]
             cur.execute(
                 "INSERT INTO messaging_follow (follower_uid, followee_uid, followed_at) "
-                f"VALUES {values}", params,
+                f"VALUES {values}",
+                params,
             )
 
 
@@ -84,9 +85,25 @@ def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess
     env = {**os.environ, "INBOX_BACKEND": backend}
     procs = []
     for i in range(count):
-        cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "bulk.daily",
-               "-c", str(concurrency), "-n", f"bench{i}-{backend}@%h", "--without-gossip",
-               "--without-mingle", "-l", "ERROR"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "--quiet",
+            "worker",
+            "-Q",
+            "bulk.daily",
+            "-c",
+            str(concurrency),
+            "-n",
+            f"bench{i}-{backend}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "ERROR",
+        ]
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
     deadline = time.monotonic() + 60
     names = {f"bench{i}-{backend}" for i in range(count)}
@@ -108,11 +125,15 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def run_campaign(sender: int) -> tuple[float, Campaign]:
     started = time.perf_counter()
     campaign, _ = services.campaign_create(
-        sender_uid=sender, content={"type": "text", "text": "benchmark"},
-        audience=services.AudienceChoice("followers", {}, None), channel="daily",
+        sender_uid=sender,
+        content={"type": "text", "text": "benchmark"},
+        audience=services.AudienceChoice("followers", {}, None),
+        channel="daily",
     )
     while Campaign.objects.get(pk=campaign.pk).status not in (
-        CampaignStatus.FINISHED, CampaignStatus.FAILED, CampaignStatus.CANCELLED
+        CampaignStatus.FINISHED,
+        CampaignStatus.FAILED,
+        CampaignStatus.CANCELLED,
     ):
         time.sleep(0.05)
     return time.perf_counter() - started, Campaign.objects.get(pk=campaign.pk)
@@ -122,8 +143,10 @@ def verify(backend: str, sender: int, recipients: range, campaign: Campaign) -> 
     problems = []
     n = len(recipients)
     if (campaign.status, campaign.total, campaign.delivered) != ("finished", n, n):
-        problems.append(f"campaign {campaign.status} total={campaign.total} "
-                        f"delivered={campaign.delivered} (expected {n})")
+        problems.append(
+            f"campaign {campaign.status} total={campaign.total} "
+            f"delivered={campaign.delivered} (expected {n})"
+        )
     owners = inbox_owners(backend, sender)
     if owners != n or inbox_distinct(backend, sender) != n:
         problems.append(f"inbox holds {owners} rows for {n} recipients")
@@ -193,15 +216,21 @@ def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
                 chunk = owners[start : start + 1000]
                 values = ", ".join(["(%s, %s, %s, 0, 0)"] * len(chunk))
                 params = [v for o in chunk for v in (o, sender, msgkey)]
-                cur.execute("INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, "
-                            f"flags) VALUES {values}", params)
+                cur.execute(
+                    "INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, "
+                    f"flags) VALUES {values}",
+                    params,
+                )
         return
     import happybase
     from django.conf import settings
 
-    conn = happybase.Connection(settings.HBASE["HOST"], settings.HBASE["PORT"],
-                                table_prefix=settings.HBASE["TABLE_PREFIX"],
-                                table_prefix_separator=b"_")
+    conn = happybase.Connection(
+        settings.HBASE["HOST"],
+        settings.HBASE["PORT"],
+        table_prefix=settings.HBASE["TABLE_PREFIX"],
+        table_prefix_separator=b"_",
+    )
     with conn.table(HBASE_TABLE).batch(batch_size=1000) as batch:
         for owner in owners:
             batch.put(rowkey(owner, sender, msgkey), {b"d:v": b"\x00\x00"})
@@ -219,9 +248,11 @@ def bench(backend: str, n: int, base: int, workers: int, concurrency: int) -> di
     problems = verify(backend, sender, recipients, campaign)
     raw = raw_rate(backend, sender, recipients, workers * concurrency)
     fanout = n / seconds
-    print(f"{backend:6} fan-out {fanout:>9,.0f} recipients/s ({seconds:.1f}s) | raw store "
-          f"{raw:>9,.0f} rows/s | ratio {fanout / raw:.2f} | exactly-once: "
-          f"{'OK' if not problems else 'FAILED'}")
+    print(
+        f"{backend:6} fan-out {fanout:>9,.0f} recipients/s ({seconds:.1f}s) | raw store "
+        f"{raw:>9,.0f} rows/s | ratio {fanout / raw:.2f} | exactly-once: "
+        f"{'OK' if not problems else 'FAILED'}"
+    )
     if problems:
         raise SystemExit(f"exactly-once check FAILED on {backend}: " + "; ".join(problems))
     return {"fanout": fanout, "raw": raw, "seconds": seconds}
@@ -244,8 +275,10 @@ def main() -> None:
         channel="daily", defaults={"rate_per_s": 10**9, "batch_size": args.batch_size}
     )
     base = int(time.time()) * 10_000_000
-    print(f"{args.recipients:,} recipients per run, {args.workers} worker processes x "
-          f"{args.concurrency}, batches of {args.batch_size}")
+    print(
+        f"{args.recipients:,} recipients per run, {args.workers} worker processes x "
+        f"{args.concurrency}, batches of {args.batch_size}"
+    )
     for backend in args.backends.split(","):
         runs = []
         for _ in range(args.repeat):
@@ -253,8 +286,10 @@ def main() -> None:
             base += args.recipients + 1
         if args.repeat > 1:
             med = {k: statistics.median(r[k] for r in runs) for k in ("fanout", "raw")}
-            print(f"{backend:6} median of {args.repeat}: fan-out {med['fanout']:,.0f}/s, raw "
-                  f"{med['raw']:,.0f}/s, ratio {med['fanout'] / med['raw']:.2f}")
+            print(
+                f"{backend:6} median of {args.repeat}: fan-out {med['fanout']:,.0f}/s, raw "
+                f"{med['raw']:,.0f}/s, ratio {med['fanout'] / med['raw']:.2f}"
+            )
 
 
 if __name__ == "__main__":

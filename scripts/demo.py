@@ -82,25 +82,47 @@ def send(text: str, channel: str, uids: range | None = None) -> Campaign:
 
 
 def start_worker(queue: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", queue, "-c", "1",
-           "-n", f"demo-{queue}@%h", "--without-gossip", "--without-mingle", "-l", "ERROR"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "--quiet",
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        "1",
+        "-n",
+        f"demo-{queue}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "-l",
+        "ERROR",
+    ]
     return subprocess.Popen(cmd, cwd=ROOT)
 
 
 def watch(
     campaigns: dict[str, Campaign], on_tick: Callable[[dict[str, Campaign]], None] | None = None
 ) -> None:
-    with Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn(
-        "{task.completed:>7,.0f}/{task.total:<7,.0f} {task.fields[status]:<9}"),
-        TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("{task.description:<34}"),
+        BarColumn(),
+        TextColumn("{task.completed:>7,.0f}/{task.total:<7,.0f} {task.fields[status]:<9}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         rows: dict[str, TaskID] = {}
         while True:
             states = {name: Campaign.objects.get(pk=c.pk) for name, c in campaigns.items()}
             for name, c in states.items():
                 if name not in rows:  # a campaign launched while watching joins the display
                     rows[name] = bar.add_task(name, total=1, status="")
-                bar.update(rows[name], completed=c.processed, total=max(c.total, 1),
-                           status=c.status)
+                bar.update(
+                    rows[name], completed=c.processed, total=max(c.total, 1), status=c.status
+                )
             if on_tick is not None:
                 on_tick(states)
             if all(c.status in DONE for c in states.values()) and len(states) == len(campaigns):
@@ -110,16 +132,31 @@ def watch(
 
 def summary(campaigns: dict[str, Campaign]) -> None:
     table = Table(title="Campaigns")
-    for column in ("campaign", "total", "delivered", "quota", "blocked", "failed", "seconds",
-                   "recipients/s"):
+    for column in (
+        "campaign",
+        "total",
+        "delivered",
+        "quota",
+        "blocked",
+        "failed",
+        "seconds",
+        "recipients/s",
+    ):
         table.add_column(column, justify="right")
     for name, c in campaigns.items():
         c.refresh_from_db()
-        seconds = ((c.finished_at or timezone.now()) - (c.started_at or timezone.now()))
+        seconds = (c.finished_at or timezone.now()) - (c.started_at or timezone.now())
         secs = max(seconds.total_seconds(), 1e-3)
-        table.add_row(name, f"{c.total:,}", f"{c.delivered:,}", f"{c.skipped_quota:,}",
-                      f"{c.skipped_blocked:,}", f"{c.failed:,}", f"{secs:.1f}",
-                      f"{c.processed / secs:,.0f}")
+        table.add_row(
+            name,
+            f"{c.total:,}",
+            f"{c.delivered:,}",
+            f"{c.skipped_quota:,}",
+            f"{c.skipped_blocked:,}",
+            f"{c.failed:,}",
+            f"{secs:.1f}",
+            f"{c.processed / secs:,.0f}",
+        )
     console.print(table)
 
 
@@ -127,8 +164,10 @@ def show_recipient(uid: int) -> None:
     console.print(f"\n[bold]Follower {uid}'s conversation list[/bold]")
     for item in selectors.conversation_list(uid).results:
         last = item.last_message or {}
-        console.print(f"  {item.peer_uid} ({item.category}) unread={item.unread} "
-                      f"last={last.get('preview')!r} at {last.get('created_at')}")
+        console.print(
+            f"  {item.peer_uid} ({item.category}) unread={item.unread} "
+            f"last={last.get('preview')!r} at {last.get('created_at')}"
+        )
     unread = unread_summary(uid)
     console.print(f"  unread total={unread.total} by category={unread.by_category}")
 
@@ -140,8 +179,10 @@ def main() -> None:
     app.control.purge()
     workers = [start_worker("bulk.daily"), start_worker("bulk.priority")]
     try:
-        console.print(f"seeded 100,000 followers ({len(BLOCKED)} blocked) in "
-                      f"{time.monotonic() - started:.1f}s; workers: bulk.daily, bulk.priority")
+        console.print(
+            f"seeded 100,000 followers ({len(BLOCKED)} blocked) in "
+            f"{time.monotonic() - started:.1f}s; workers: bulk.daily, bulk.priority"
+        )
         earlier = send("Yesterday's flash sale", "priority", EARLIER)
         watch({"earlier campaign (5,000 followers)": earlier})
         daily = send("Spring sale: 20% off everything 🌸", "daily")
@@ -150,11 +191,12 @@ def main() -> None:
         def start_priority(states: dict[str, Campaign]) -> None:
             if len(campaigns) == 1 and states["daily: all 100,000 followers"].processed >= 20_000:
                 campaigns["priority: 1,000 VIP customers"] = send(
-                    "Your order has shipped 📦", "priority", VIP)
+                    "Your order has shipped 📦", "priority", VIP
+                )
 
         watch(campaigns, start_priority)
         short = {"earlier": earlier, "daily": daily}
-        short.update({"priority": c for n, c in campaigns.items() if n.startswith("priority")})
+        short.update(("priority", c) for n, c in campaigns.items() if n.startswith("priority"))
         summary(short)
         _who_finished_first(campaigns)
         show_recipient(FOLLOWERS[3])

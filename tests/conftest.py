@@ -58,11 +58,10 @@ def hbase_tables(django_db_blocker: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def clean_redis() -> Iterator[None]:
+def clean_redis() -> None:
     from config.redis import get_redis
 
     get_redis().flushdb()
-    yield
 
 
 _uid_counter = itertools.count(1)
@@ -100,12 +99,33 @@ class Workers:
         self.env = _worker_env(db_name)
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self, queues: str = "messaging,bulk.daily,bulk.priority", concurrency: int = 2,
-              name: str | None = None, new_session: bool = False) -> subprocess.Popen[bytes]:
+    def start(
+        self,
+        queues: str = "messaging,bulk.daily,bulk.priority",
+        concurrency: int = 2,
+        name: str | None = None,
+        new_session: bool = False,
+    ) -> subprocess.Popen[bytes]:
         node = name or f"w{len(self.procs)}-{os.getpid()}-{next(_uid_counter)}@%h"
-        cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues,
-               "-c", str(concurrency), "-n", node, "--without-gossip", "--without-mingle",
-               "--without-heartbeat", "-l", "WARNING"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "-n",
+            node,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ]
         # new_session: the worker and its forked children form one process group to kill -9
         proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, start_new_session=new_session)
         self.procs.append(proc)

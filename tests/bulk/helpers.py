@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from bulk import services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
+from config.redis import get_redis
 from messaging.inbox import get_inbox
 from messaging.models import Account, Block, Conversation, Follow
 from unread import keys as unread_keys
-from config.redis import get_redis
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,10 @@ def business_with_followers(
 
 def launch(scenario: Scenario, channel: str = "daily", text: str = "sale") -> Campaign:
     campaign, _ = services.campaign_create(
-        sender_uid=scenario.sender, content={"type": "text", "text": text},
-        audience=services.AudienceChoice("followers", {}, None), channel=channel,
+        sender_uid=scenario.sender,
+        content={"type": "text", "text": text},
+        audience=services.AudienceChoice("followers", {}, None),
+        channel=channel,
     )
     return campaign
 
@@ -56,25 +58,36 @@ def run_synchronously(campaign_id: int, repeat: int = 1) -> None:
     while services.campaign_plan_step(campaign_id):
         pass
     for _ in range(repeat):
-        for pk in CampaignBatch.objects.filter(campaign_id=campaign_id).values_list("pk", flat=True):
+        for pk in CampaignBatch.objects.filter(campaign_id=campaign_id).values_list(
+            "pk", flat=True
+        ):
             services.batch_run(pk)
 
 
-def assert_exactly_once(campaign_id: int, delivered: set[int], sender: int,
-                        skipped_quota: int = 0, skipped_blocked: int = 0) -> None:
+def assert_exactly_once(
+    campaign_id: int,
+    delivered: set[int],
+    sender: int,
+    skipped_quota: int = 0,
+    skipped_blocked: int = 0,
+) -> None:
     """Every recipient has one inbox entry and unread 1; totals add up; nobody else got it."""
     campaign = Campaign.objects.get(pk=campaign_id)
     assert campaign.status == CampaignStatus.FINISHED
-    assert not CampaignBatch.objects.filter(campaign_id=campaign_id).exclude(
-        state=BatchState.DONE
-    ).exists()
+    assert (
+        not CampaignBatch.objects.filter(campaign_id=campaign_id)
+        .exclude(state=BatchState.DONE)
+        .exists()
+    )
     assert campaign.delivered == len(delivered)
     assert campaign.skipped_quota == skipped_quota
     assert campaign.skipped_blocked == skipped_blocked
     assert campaign.total == campaign.delivered + skipped_quota + skipped_blocked + campaign.failed
     inbox = get_inbox()
     assert {uid for uid in delivered if inbox.count(uid, sender) != 1} == set()
-    receivers = set(Conversation.objects.filter(peer_uid=sender).values_list("owner_uid", flat=True))
+    receivers = set(
+        Conversation.objects.filter(peer_uid=sender).values_list("owner_uid", flat=True)
+    )
     assert receivers == delivered
     _assert_unread_is_one_each(delivered, sender)
 
@@ -85,7 +98,8 @@ def _assert_unread_is_one_each(owners: set[int], sender: int) -> None:
     for uid in ordered:
         pipe.hmget(unread_keys.unread(uid), [f"p:{sender}", "t", "c:business"])
     wrong = {
-        uid: values for uid, values in zip(ordered, pipe.execute(), strict=True)
+        uid: values
+        for uid, values in zip(ordered, pipe.execute(), strict=True)
         if values != [b"1", b"1", b"1"]
     }
     assert wrong == {}

@@ -24,30 +24,34 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(params=["sql", "hbase"])
-def backend(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+def backend(request: pytest.FixtureRequest):
     inbox_module._cached.cache_clear()
     with override_settings(INBOX_BACKEND=request.param):
         yield request.param
     inbox_module._cached.cache_clear()
 
 
-def test_every_batch_delivered_three_times_is_still_exactly_once(backend, uids) -> None:  # type: ignore[no-untyped-def]
+def test_every_batch_delivered_three_times_is_still_exactly_once(backend, uids) -> None:
     scenario = business_with_followers(uids(2501), blocked_every=50)
     campaign = launch(scenario)
     run_synchronously(campaign.pk, repeat=3)
-    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender,
-                        skipped_blocked=len(scenario.blocked))
+    assert_exactly_once(
+        campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
+    )
     assert CampaignBatch.objects.filter(campaign=campaign).count() == 3  # 2,500 in 1,000s
 
 
-@pytest.mark.parametrize("crash_in", [
-    "messaging.services.conversations_touch_many",
-    "messaging.services.unread_incr_many",
-    "messaging.services.publish_into",
-    "bulk.ledger.complete",  # everything written, the ledger not yet told
-    "bulk.ledger.maybe_finish",
-])
-def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "crash_in",
+    [
+        "messaging.services.conversations_touch_many",
+        "messaging.services.unread_incr_many",
+        "messaging.services.publish_into",
+        "bulk.ledger.complete",  # everything written, the ledger not yet told
+        "bulk.ledger.maybe_finish",
+    ],
+)
+def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, monkeypatch) -> None:
     scenario = business_with_followers(uids(1201))
     campaign = launch(scenario)
     while services.campaign_plan_step(campaign.pk):
@@ -55,7 +59,7 @@ def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, mon
     first = CampaignBatch.objects.filter(campaign=campaign).order_by("index").first()
     assert first is not None
 
-    def crash(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def crash(*args, **kwargs):
         raise ConnectionError("worker died here")
 
     monkeypatch.setattr(crash_in, crash)
@@ -167,8 +171,9 @@ def test_content_is_stored_once_and_the_sender_never_receives_it(uids) -> None:
     scenario = business_with_followers(uids(51))
     from messaging.models import Follow
 
-    Follow.objects.create(follower_uid=scenario.sender, followee_uid=scenario.sender,
-                          followed_at=Follow.objects.first().followed_at)  # type: ignore[union-attr]
+    Follow.objects.create(
+        follower_uid=scenario.sender, followee_uid=scenario.sender, followed_at=timezone.now()
+    )
     campaign = launch(scenario)
     run_synchronously(campaign.pk)
     campaign = Campaign.objects.get(pk=campaign.pk)

@@ -23,7 +23,7 @@ def _finished(campaign_id: int, sweep: bool = False) -> bool:
 
 
 @override_settings(BULK_LEASE_S=3)
-def test_kill_minus_nine_mid_campaign_then_recovery_is_exactly_once(workers, uids) -> None:  # type: ignore[no-untyped-def]
+def test_kill_minus_nine_mid_campaign_then_recovery_is_exactly_once(workers, uids) -> None:
     workers.env["BULK_LEASE_S"] = "3"
     ChannelSetting.objects.create(channel="daily", rate_per_s=4000, batch_size=500)
     scenario = business_with_followers(uids(12001), blocked_every=97)
@@ -37,11 +37,12 @@ def test_kill_minus_nine_mid_campaign_then_recovery_is_exactly_once(workers, uid
     assert dead_at.processed < len(scenario.followers)  # killed mid-campaign, not after
     workers.start(queues="bulk.daily", concurrency=2)
     wait_for(lambda: _finished(campaign.pk, sweep=True), timeout=240, every=1.0)
-    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender,
-                        skipped_blocked=len(scenario.blocked))
+    assert_exactly_once(
+        campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
+    )
 
 
-def test_every_batch_message_delivered_twice_changes_nothing(workers, uids) -> None:  # type: ignore[no-untyped-def]
+def test_every_batch_message_delivered_twice_changes_nothing(workers, uids) -> None:
     scenario = business_with_followers(uids(5001))
     campaign = launch(scenario)
     while services.campaign_plan_step(campaign.pk):
@@ -54,7 +55,7 @@ def test_every_batch_message_delivered_twice_changes_nothing(workers, uids) -> N
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
-def test_a_priority_campaign_finishes_while_a_big_daily_one_runs(workers, uids) -> None:  # type: ignore[no-untyped-def]
+def test_a_priority_campaign_finishes_while_a_big_daily_one_runs(workers, uids) -> None:
     ChannelSetting.objects.create(channel="daily", rate_per_s=2000, batch_size=1000)
     daily_scenario = business_with_followers(uids(30001))
     daily = launch(daily_scenario, channel="daily")

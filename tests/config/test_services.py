@@ -21,7 +21,10 @@ from tests.conftest import wait_for
 def test_orm_round_trip_on_mariadb_keeps_four_byte_emoji() -> None:
     assert connection.vendor == "mysql"
     Message.objects.create(
-        msgkey=42, sender_uid=1, type="text", body={"type": "text", "text": "🚀 ok"},
+        msgkey=42,
+        sender_uid=1,
+        type="text",
+        body={"type": "text", "text": "🚀 ok"},
         created_at=timezone.now(),
     )
     assert Message.objects.get(msgkey=42).body["text"] == "🚀 ok"
@@ -39,7 +42,7 @@ def test_redis_round_trip_through_configured_client() -> None:
 def test_hbase_put_and_scan_through_connection_helper(uid: int) -> None:
     row = b"\x00probe" + str(uid).encode()
 
-    def put_then_scan(conn):  # type: ignore[no-untyped-def]
+    def put_then_scan(conn):
         table = conn.table("inbox")
         table.put(row, {b"d:v": b"\x01\x00"})
         found = list(table.scan(row_prefix=row))
@@ -50,12 +53,12 @@ def test_hbase_put_and_scan_through_connection_helper(uid: int) -> None:
 
 
 def test_hbase_helper_retries_once_after_the_gateway_dropped_the_connection(uid: int) -> None:
-    def drop_then_list(conn):  # type: ignore[no-untyped-def]
+    def drop_then_list(conn):
         return conn.tables()
 
     calls = []
 
-    def counted(conn):  # type: ignore[no-untyped-def]
+    def counted(conn):
         calls.append(conn)
         return conn.tables()
 
@@ -83,7 +86,7 @@ def test_system_check_rejects_an_unknown_inbox_backend() -> None:
     assert any(e.id == "missive.E001" and "cassandra" in e.msg for e in errors)
 
 
-def test_celery_task_runs_in_a_real_worker_process(workers, uids) -> None:  # type: ignore[no-untyped-def]
+def test_celery_task_runs_in_a_real_worker_process(workers, uids) -> None:
     from messaging import tasks
 
     alice, bob = uids(2)

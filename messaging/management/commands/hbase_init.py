@@ -1,9 +1,14 @@
-"""``manage.py hbase_init``: create Missive's HBase tables, pre-split on the salt byte (idempotent)."""
+"""``manage.py hbase_init``: create Missive's HBase tables, pre-split on the salt byte.
+
+Idempotent: existing tables are left as they are.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import happybase
 from django.core.management.base import BaseCommand, CommandError
 
 from config import hbase
@@ -24,5 +29,9 @@ class Command(BaseCommand):
         for spec in TABLES:
             name = full_name(spec.name).decode()
             state = "created" if name in created else "exists"
-            regions = hbase.call(lambda conn, t=spec.name: len(conn.table(t).regions()))
+            regions = hbase.call(partial(_region_count, spec.name))
             self.stdout.write(f"{name}: {state} ({regions} regions, family {spec.family})")
+
+
+def _region_count(table: str, conn: happybase.Connection) -> int:
+    return len(conn.table(table).regions())
