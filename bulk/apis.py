@@ -4,8 +4,9 @@ Every view needs the ``campaigns`` scope. A client acts as its own senders only 
 their campaigns and its own uploaded audiences; anything else answers 404, like ids that do not
 exist. ``POST /audiences`` streams its body: a multipart ``file`` goes through Django's upload
 handlers (memory, then a temporary file: DATA_UPLOAD_MAX_MEMORY_SIZE only bounds form fields) and
-a raw ``text/plain`` body is read in chunks; neither is ever read whole. Its size limit is
-``settings.BULK_UPLOAD_MAX_BYTES`` (1 GiB by default; 413 beyond).
+a raw body (``text/plain``, ``text/csv`` or ``application/octet-stream``) is read in chunks;
+neither is ever read whole; a multipart body that cannot be parsed answers 400 ``malformed``. Its
+size limit is ``settings.BULK_UPLOAD_MAX_BYTES`` (1 GiB by default; 413 beyond).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from drf_spectacular.utils import (
     PolymorphicProxySerializer,
     extend_schema,
 )
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -50,7 +52,10 @@ CHUNK_BYTES = 64 * 1024
 CAMPAIGN_BODY_MAX = 1024 * 1024  # two lists of 10,000 ids as strings, and the content
 IDEMPOTENCY_KEY_MAX = 128
 NAME_MAX = 200
-UPLOAD_HELP = "multipart `file` field, or the uids as a raw text/plain body"
+UPLOAD_HELP = (
+    "multipart `file` field, or the uids as a raw body (text/plain, text/csv or "
+    "application/octet-stream)"
+)
 
 
 def upload_max_bytes() -> int:
@@ -84,8 +89,23 @@ class UidLinesParser(BaseParser):
         return RawBody(stream)
 
 
+class CsvUidLinesParser(UidLinesParser):
+    media_type = "text/csv"
+
+
+class BinaryUidLinesParser(UidLinesParser):
+    media_type = "application/octet-stream"
+
+
+class MalformedUpload(InvalidInput):
+    code = "malformed"
+
+
 def upload_chunks(request: Request) -> Iterator[bytes]:
-    data = request.data
+    try:
+        data = request.data
+    except ParseError as exc:  # a broken multipart body: not the JSON the generic code names
+        raise MalformedUpload(f"Malformed upload: {exc.detail}", {"file": "unreadable"}) from exc
     if isinstance(data, RawBody):
         return data.chunks()
     upload = data.get("file") if hasattr(data, "get") else None
@@ -103,6 +123,8 @@ class AudienceUploadApi(ApiView):
     parser_classes: ClassVar[list[type[BaseParser]]] = [  # type: ignore[misc]
         MultiPartParser,
         UidLinesParser,
+        CsvUidLinesParser,
+        BinaryUidLinesParser,
     ]
     max_body_bytes = 1 << 62  # post() applies BULK_UPLOAD_MAX_BYTES, read when it runs
 
@@ -110,7 +132,12 @@ class AudienceUploadApi(ApiView):
         operation_id="audience_upload",
         description=f"Upload uids, one per line: {UPLOAD_HELP}.",
         parameters=[OpenApiParameter("name", str, description="a label for operators (optional)")],
-        request={"multipart/form-data": AudienceUploadIn, "text/plain": OpenApiTypes.STR},
+        request={
+            "multipart/form-data": AudienceUploadIn,
+            "text/plain": OpenApiTypes.STR,
+            "text/csv": OpenApiTypes.STR,
+            "application/octet-stream": OpenApiTypes.BINARY,
+        },
         responses={201: AudienceOut, **ERRORS},
     )
     def post(self, request: Request) -> Response:

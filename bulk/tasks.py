@@ -23,37 +23,34 @@ def _run(task: Task, batch_id: int) -> str:
     return outcome.state
 
 
-@shared_task(
-    name="bulk.daily.run_batch", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
-)
+# Nobody reads a batch's or a plan step's result (the ledger is the truth): ignore_result saves a
+# result-backend write per task.
+BATCH_TASK: dict[str, Any] = {
+    "acks_late": True,
+    "ignore_result": True,
+    "max_retries": services.MAX_ATTEMPTS,
+}
+
+
+@shared_task(name="bulk.daily.run_batch", bind=True, **BATCH_TASK)
 def run_batch_daily(self: Task, batch_id: int) -> str:
     return _run(self, batch_id)
 
 
-@shared_task(
-    name="bulk.priority.run_batch", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
-)
+@shared_task(name="bulk.priority.run_batch", bind=True, **BATCH_TASK)
 def run_batch_priority(self: Task, batch_id: int) -> str:
     return _run(self, batch_id)
 
 
-def _plan(task: Task, campaign_id: int) -> bool:
-    more = services.campaign_plan_step(campaign_id)
-    if more:
-        task.apply_async((campaign_id,))
-    return more
+# A plan step enqueues the next one itself (in the middle of its batches), so these only call it.
+@shared_task(name="bulk.daily.plan", **BATCH_TASK)
+def plan_daily(campaign_id: int) -> bool:
+    return services.campaign_plan_step(campaign_id)
 
 
-@shared_task(name="bulk.daily.plan", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS)
-def plan_daily(self: Task, campaign_id: int) -> bool:
-    return _plan(self, campaign_id)
-
-
-@shared_task(
-    name="bulk.priority.plan", bind=True, acks_late=True, max_retries=services.MAX_ATTEMPTS
-)
-def plan_priority(self: Task, campaign_id: int) -> bool:
-    return _plan(self, campaign_id)
+@shared_task(name="bulk.priority.plan", **BATCH_TASK)
+def plan_priority(campaign_id: int) -> bool:
+    return services.campaign_plan_step(campaign_id)
 
 
 @shared_task(name="bulk.sweep", acks_late=True)

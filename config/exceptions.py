@@ -12,6 +12,10 @@
 | bad media type, wrong method, throttled | 415, 405, 429 | ``unsupported_media_type``, ... |
 
 Anything else is a server fault and stays a 500.
+
+URLs that no API route matches (a typo, a trailing slash) never reach DRF: ``api_not_found`` and
+``api_server_error`` (``handler404`` / ``handler500`` in config/urls.py) answer those under
+``/api/`` in the same shape, and leave Django's pages everywhere else (admin).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -114,3 +119,20 @@ def flatten(detail: Any, prefix: str = "") -> dict[str, str]:
             out.update(flatten(value, f"{prefix}.{i}" if prefix else str(i)))
         return out
     return {prefix or "non_field_errors": str(detail)}
+
+
+# -- URLs no API route matched (config/urls.py handler404 / handler500) --------------------------
+API_PREFIX = "/api/"
+
+
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not request.path.startswith(API_PREFIX):
+        return defaults.page_not_found(request, exception or Http404())
+    detail = f"No API endpoint at {request.path} (paths have no trailing slash)."
+    return JsonResponse(error_body("not_found", detail), status=404)
+
+
+def api_server_error(request: HttpRequest) -> HttpResponse:
+    if not request.path.startswith(API_PREFIX):
+        return defaults.server_error(request)
+    return JsonResponse(error_body("server_error", "Internal server error."), status=500)

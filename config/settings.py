@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "config.apps.ConfigConfig",
     "messaging",
     "unread",
@@ -155,6 +156,7 @@ PREWARM_FAILURE_ALERT_RATE = float(env("PREWARM_FAILURE_ALERT_RATE", "0.2"))
 PREWARM_ALERT_MIN_ATTEMPTS = env_int("PREWARM_ALERT_MIN_ATTEMPTS", 10)
 ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (shown as 99+)
 METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
+UNREAD_FAST_PATH = env("UNREAD_FAST_PATH", "1") == "1"  # config.asgi: unread/fastpath.py
 CELERY_BEAT_SCHEDULE = {
     # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
     # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
@@ -172,7 +174,13 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Missive API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Missive API",
+    "VERSION": "1",
+    # Swagger UI's files come from the drf-spectacular-sidecar package, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

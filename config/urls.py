@@ -1,7 +1,16 @@
-"""URL map: admin, the v1 API, the OpenAPI schema and its browsable docs, Prometheus metrics."""
+"""URL map: admin, the v1 API, the OpenAPI schema and its browsable docs, Prometheus metrics, and
+the static files of the apps (the admin's CSS and JavaScript).
 
+Static files are served by Django itself whatever DEBUG says: the product runs behind gunicorn with
+no web server in front, and without them the admin loads unstyled and its actions' JavaScript is
+missing. Only operators load them (a few small files, cached by browsers); the finders serve the
+apps' ``static/`` directories only, so nothing else on disk is reachable.
+"""
+
+from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve as serve_static
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.metrics import metrics_view
@@ -14,4 +23,13 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("metrics", metrics_view, name="metrics"),
+    re_path(
+        rf"^{settings.STATIC_URL.lstrip('/')}(?P<path>.+)$",
+        serve_static,
+        {"insecure": True},
+        name="static",
+    ),
 ]
+# Unmatched URLs under /api/ answer in the API's JSON error shape (config/exceptions.py).
+handler404 = "config.exceptions.api_not_found"
+handler500 = "config.exceptions.api_server_error"

@@ -1,7 +1,8 @@
 """The base of every Missive API view: token auth, one scope, JSON bodies of bounded size.
 
 ``ApiView`` subclasses set ``required_scope`` (403 without it); bodies are JSON only (415
-otherwise) and at most ``max_body_bytes`` (413 beyond, before anything is parsed). Views of
+otherwise), carry a Content-Length (411 for a chunked body: WSGI would hand none of it over) and
+are at most ``max_body_bytes`` (413 beyond, before anything is parsed). Views of
 other apps extend it too (``from messaging.api_base import ApiView``).
 """
 
@@ -17,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from messaging.auth import require_scope
-from messaging.errors import TooLarge
+from messaging.errors import LengthRequired, TooLarge
 
 JSON_BODY_MAX = 64 * 1024
 
@@ -38,8 +39,13 @@ class StrictJSONParser(JSONParser):
 
 
 def check_body_size(request: Request, limit: int) -> None:
+    raw_length = request.META.get("CONTENT_LENGTH")
+    if not raw_length and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        # WSGI hands Django none of a body sent without a length: refuse it rather than act
+        # as if it were empty.
+        raise LengthRequired("Send the body with a Content-Length (no chunked encoding).")
     try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        length = int(raw_length or 0)
     except ValueError:
         length = 0
     if length > limit:

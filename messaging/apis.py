@@ -44,6 +44,7 @@ ERRORS = {
         (401, "no, unknown or revoked token"),
         (403, "missing scope, or blocked by the receiver"),
         (404, "no such id, or one another client owns"),
+        (411, "a chunked body without Content-Length"),
         (413, "request body too large"),
     ]
 }

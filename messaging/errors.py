@@ -38,6 +38,11 @@ class Conflict(MissiveError):
     status = 409
 
 
+class LengthRequired(MissiveError):
+    code = "length_required"
+    status = 411
+
+
 class TooLarge(MissiveError):
     code = "too_large"
     status = 413

@@ -81,8 +81,9 @@ def deliver_many(
         entries += [InboxEntry(sender_uid, r, msgkey, SENT) for r in receiver_uids]
         side = sender_category or Category.STRANGER
         touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
-    get_inbox().add_many(entries)
-    conversations_touch_many(touches, keys.now_ms())
+    with transaction.atomic():  # one commit for the rows and the conversations
+        get_inbox().add_many(entries)
+        conversations_touch_many(touches, keys.now_ms())
     convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
     pipe = get_redis().pipeline(transaction=False)  # counters and events: one round trip
     unread_incr_many(
@@ -229,7 +230,9 @@ def conversation_get(owner_uid: int, peer_uid: int) -> Conversation:
 def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | None = None) -> int:
     """Move the read position; returns the conversation's unread count after it."""
     conv = conversation_get(owner_uid, peer_uid)
-    upto = conv.last_msgkey if upto_msgkey is None else upto_msgkey
+    # Never past the newest message: a read position in the future would hide later messages
+    # from unread (the rebuild, recall and delete all compare msgkeys with it).
+    upto = conv.last_msgkey if upto_msgkey is None else min(upto_msgkey, conv.last_msgkey)
     remaining = (
         0 if upto >= conv.last_msgkey else get_inbox().count_after(owner_uid, peer_uid, upto)
     )

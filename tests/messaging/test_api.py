@@ -18,6 +18,7 @@ from django.utils import timezone
 from messaging.inbox import _cached
 from messaging.models import Account, Follow, Message, MessageStatus
 from tests.messaging.api_factories import Api, inbox_api, make_api, send_api
+from unread.rebuild import unread_rebuild_many
 
 pytestmark = pytest.mark.django_db
 
@@ -107,6 +108,29 @@ def test_read_up_to_a_message_then_everything(
     assert only(bff.conversations(bob))["unread"] == 0
     assert bff.unread(bob)["by_category"]["stranger"] == 0
     assert bff.unread(alice)["total"] == 0  # alice only sent
+
+
+def test_reading_past_the_newest_message_still_counts_the_next_ones(
+    backend: str, pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    """An upto_msgkey beyond the newest message (a stale client, a typo, 2^63-1) reads everything
+    there is, and nothing sent later: later messages stay unread, recall and delete drop them,
+    and a rebuild from the truth agrees with the live counters."""
+    alice, bob = pair
+    sender.sent(alice, bob, "before the read")
+    assert bff.read(bob, alice, upto=str((1 << 63) - 1)) == (200, {"unread": 0})
+    later = [sender.sent(alice, bob, f"after the read {i}") for i in range(3)]
+    assert bff.unread(bob)["total"] == 3
+
+    assert unread_rebuild_many([bob]).total_drift == 0
+    assert only(bff.conversations(bob))["unread"] == 3
+    assert sender.recall(later[0])[0] == 200
+    assert bff.unread(bob)["total"] == 2
+    path = f"/users/{bob}/conversations/{alice}/messages/{later[1]}"
+    assert bff.call("DELETE", path)[0] == 204
+    assert bff.unread(bob)["total"] == 1
+    assert bff.read(bob, alice, upto=later[1]) == (200, {"unread": 1})
+    assert unread_rebuild_many([bob]).total_drift == 0
 
 
 def test_recall_shows_recalled_on_both_sides_and_drops_it_from_unread(

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
+from django.test import RequestFactory
 from django.utils import timezone
 
-from config.exceptions import api_exception_handler, flatten
+from config.exceptions import api_exception_handler, api_server_error, flatten
 from config.redis import get_redis
 from messaging.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
 from messaging.errors import Conflict, RateLimited, TooLarge
@@ -334,8 +335,52 @@ def test_bodies_over_64_kb_are_413(pair: tuple[int, int], sender: Api) -> None:
     assert not Message.objects.exists()
 
 
+def test_chunked_bodies_without_a_length_are_411_not_ignored(
+    pair: tuple[int, int], sender: Api
+) -> None:
+    """The WSGI stack reads no byte of a body without Content-Length: rather than answer as if
+    it were empty (400 naming every field) or store nothing of a huge one, ask for a length."""
+    response = sender.http.generic(
+        "POST",
+        "/api/v1/messages",
+        json.dumps(body_for(pair)),
+        content_type="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        CONTENT_LENGTH="",
+    )
+    assert response.status_code == 411
+    assert json.loads(response.content)["error"] == "length_required"
+    assert not Message.objects.exists()
+
+
 def test_wrong_method_is_405(sender: Api) -> None:
     assert_error(sender.call("GET", "/messages"), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    "path", ["/campaigns/", "/messages/", "/users/1/unread/", "/users//unread", "/nope"]
+)
+def test_unknown_api_urls_are_404_in_the_error_shape(path: str, sender: Api) -> None:
+    """A trailing slash or a typo in the path answers JSON like every other API error."""
+    response = sender.http.get("/api/v1" + path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    body = json.loads(response.content)
+    assert body["error"] == "not_found"
+    assert "/api/v1" + path in body["detail"]
+
+
+def test_unknown_urls_outside_the_api_keep_djangos_page(sender: Api) -> None:
+    response = sender.http.get("/no-such-page")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
+
+
+def test_server_errors_under_the_api_keep_the_error_shape() -> None:
+    response = api_server_error(RequestFactory().get("/api/v1/users/1/unread"))
+    assert response.status_code == 500
+    assert json.loads(response.content)["error"] == "server_error"
+    assert api_server_error(RequestFactory().get("/admin/"))["Content-Type"].startswith("text/html")
 
 
 # -- path and query ids ---------------------------------------------------------------------------

@@ -1,0 +1,20 @@
+"""ASGI entry point, the production server for the API:
+
+    gunicorn config.asgi:application -k uvicorn_worker.UvicornWorker -w <cores> -b <addr>
+
+``GET /api/v1/users/{uid}/unread`` is answered by ``unread.fastpath`` on the event loop (one
+Redis round trip, no SQL, no Django); every other request, and any unread request the fast path
+cannot answer completely, goes to Django's ASGI handler, which runs the views (sync code) in a
+thread. ``config.wsgi`` still serves the whole app, unread included, for WSGI servers.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django_application = get_asgi_application()  # sets Django up: import the fast path after it
+
+from unread.fastpath import UnreadFastPath  # noqa: E402
+
+application = UnreadFastPath(django_application)

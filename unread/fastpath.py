@@ -1,0 +1,263 @@
+"""The unread fast path: ``GET /api/v1/users/{uid}/unread`` answered on the event loop, in front of
+Django (``config.asgi``), in one Redis round trip and with no SQL.
+
+Contract: a client cannot tell it from ``messaging.apis.UnreadApi`` except by speed: same status,
+body and headers. It answers only what it can answer completely, a 200, and hands everything else
+to Django untouched (Django then answers exactly as before, and warms what was cold):
+- anything but ``GET`` of the route with a uid of 1 to 19 digits in 1 .. 2^63-1, no body, no
+  ``format`` (DRF's format override) nor percent sign in the query string;
+- a Host that ALLOWED_HOSTS refuses, or an Accept header other than none, ``*/*``,
+  ``application/*`` or ``application/json`` (DRF's negotiation judges those);
+- an Authorization header that is not one ``Bearer <token>`` whose principal this process cached
+  (``messaging.auth.cached_principal``) under the current clients' generation, with the ``inbox``
+  scope: so 401 and 403, a revoked client or a rotated token (the generation moved) reach Django;
+- Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
+- settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
+  whose effect it does not reproduce (``unsupported_settings``): then it is off altogether and
+  says so once in the log, so a change there cannot silently fork the two paths.
+  ``UNREAD_FAST_PATH=0`` turns it off too.
+
+The round trip, pipelined on one multiplexed connection per worker (``config.redis_mux``):
+  GET apiclients:gen · HMGET unread:{u:<uid>} t c:followed c:stranger c:business c:system ·
+  GET ann:mark:{u:<uid>} · GET ann:{ann}:ver
+HMGET of five fields rather than the view's HGETALL: the hash holds a field per unread
+conversation, and the answer needs only the totals.
+
+Big UPs: membership comes from prewarm's per-process copy (no I/O); a big UP's request, or one
+that finds the copy due a recheck, runs ``prewarm.on_unread_request`` in a thread and waits for it,
+so the prewarm has been enqueued (at most once per window) when the answer leaves, as in the view.
+
+ASGI lifespan (which Django's handler refuses): at startup it warms the URL map, the views and the
+announcement and big-UP copies in a thread, before the server accepts connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import hiredis
+from django.conf import settings
+from django.db import connections
+from django.http.request import split_domain_port, validate_host
+from django.urls import resolve, reverse
+
+from config.redis_mux import MuxRedis, RedisUnavailable
+from messaging.auth import MAX_TOKEN_CHARS, cached_principal
+from messaging.clients import GENERATION_KEY
+from messaging.convcache import prewarm
+from messaging.models import Scope
+from messaging.serializers import ID_PATTERN, MAX_ID
+from unread import announcements, keys
+from unread.selectors import CATEGORIES
+
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+log = logging.getLogger(__name__)
+
+# The middleware whose effect on this answer is reproduced in ``response_headers``; any other
+# stack turns the fast path off rather than answer differently from Django.
+KNOWN_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+# What the DRF view applies besides its body; the fast path does the same (401/403 by handing on).
+VIEW_POLICY = {
+    "authentication_classes": ["messaging.auth.BearerTokenAuthentication"],
+    "permission_classes": ["messaging.auth.IsApiClient"],
+    "renderer_classes": ["rest_framework.renderers.JSONRenderer"],
+    "throttle_classes": [],
+    "required_scope": Scope.INBOX,
+}
+UNSUPPORTED_WHEN_SET = (  # host rewriting, agent filtering, HTTPS redirects and HSTS
+    "DISALLOWED_USER_AGENTS",
+    "USE_X_FORWARDED_HOST",
+    "PREPEND_WWW",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_PROXY_SSL_HEADER",
+)
+ACCEPTED = frozenset({b"*/*", b"application/*", b"application/json"})
+WATCHED = frozenset({b"host", b"authorization", b"accept", b"content-length", b"transfer-encoding"})
+FIELDS = [keys.TOTAL, *(keys.CATEGORY_PREFIX + c.encode() for c in CATEGORIES)]
+BODY = (
+    b'{"total":%d,"by_category":{"followed":%d,"stranger":%d,"business":%d,"system":%d},'
+    b'"announcements":%d}'
+)
+HOSTS_KEPT = 1024
+
+
+def unsupported_settings() -> list[str]:
+    """What in the settings, or in the view, would make Django answer differently."""
+    found = [name for name in UNSUPPORTED_WHEN_SET if getattr(settings, name)]
+    if list(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
+        found.append("MIDDLEWARE")
+    route = resolve(reverse("unread", kwargs={"uid": "1"}))
+    view = route.func.view_class  # type: ignore[attr-defined]  # set by as_view()
+    for name, expected in VIEW_POLICY.items():
+        value = getattr(view, name)
+        if isinstance(value, list | tuple):
+            value = [f"{c.__module__}.{c.__qualname__}" for c in value]
+        if value != expected:
+            found.append(f"{view.__name__}.{name}")
+    return found
+
+
+def response_headers() -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """Django's headers for this 200, in Django's order, around Content-Length."""
+    before = [(b"Content-Type", b"application/json"), (b"Allow", b"GET, HEAD, OPTIONS")]
+    after: list[tuple[bytes, bytes]] = []
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        after.append((b"X-Content-Type-Options", b"nosniff"))
+    if policy := settings.SECURE_REFERRER_POLICY:
+        values = policy.split(",") if isinstance(policy, str) else policy
+        after.append((b"Referrer-Policy", ",".join(v.strip() for v in values).encode()))
+    if opener := settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        after.append((b"Cross-Origin-Opener-Policy", opener.encode()))
+    return before, after
+
+
+class UnreadFastPath:
+    """ASGI middleware: the unread route's 200s here, everything else to ``app`` (Django)."""
+
+    def __init__(self, app: ASGIApp, *, redis: MuxRedis | None = None) -> None:
+        self.app = app
+        self.redis = redis or MuxRedis(settings.REDIS_URL)
+        self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
+        self.headers_before, self.headers_after = response_headers()
+        self._hosts: dict[bytes, bool] = {}
+        unsupported = unsupported_settings()
+        self.enabled = settings.UNREAD_FAST_PATH and not unsupported
+        if unsupported:
+            log.warning("unread fast path off: it does not reproduce %s", unsupported)
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if self.enabled and scope["type"] == "http":
+            body = await self.answer(scope)
+            if body is not None:
+                await self.respond(send, body)
+                return
+        if scope["type"] == "lifespan":  # Django's handler refuses lifespan: nothing is lost
+            await self.lifespan(receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        """Warm up before the server accepts connections, so that a worker starting under load
+        does not send its first requests, all at once, into a Django that imports on demand."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                if self.enabled:
+                    await asyncio.to_thread(self.warm_up)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.redis.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def warm_up(self) -> None:
+        """URL map and view imports, the announcements copy and the big-UP copy (no principal:
+        no token is known before the first request brings one)."""
+        try:
+            resolve(f"{self.prefix}1{self.suffix}")
+            announcements.announcements_unread(0)
+            prewarm.on_unread_request(0)
+        except Exception:  # a cold start is slower, not broken: requests will warm it
+            log.warning("unread fast path: warm-up failed", exc_info=True)
+        finally:
+            connections.close_all()  # this thread's, if it opened one
+
+    async def respond(self, send: Send, body: bytes) -> None:
+        length = (b"Content-Length", str(len(body)).encode())
+        headers = [*self.headers_before, length, *self.headers_after]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def answer(self, scope: dict[str, Any]) -> bytes | None:
+        """The 200 body, or None: Django answers."""
+        uid = self.uid(scope)
+        token = self.token(scope["headers"]) if uid is not None else None
+        cached = cached_principal(token) if token is not None else None
+        if uid is None or cached is None or Scope.INBOX not in cached[1].scopes:
+            return None
+        try:
+            replies = await self.redis.pipeline(commands(uid))
+        except RedisUnavailable:
+            return None
+        if any(isinstance(r, hiredis.ReplyError) for r in replies):
+            return None
+        generation, counters, mark, version = replies
+        announced = announcements.unread_from_copy(mark, version)
+        if generation is None or generation.decode() != cached[0] or announced is None:
+            return None
+        if prewarm.big_up_cached(uid) is not False:  # rare: a big UP, or a recheck that is due
+            await asyncio.to_thread(prewarm.on_unread_request, uid)
+        return BODY % (*(int(v or 0) for v in counters), announced)
+
+    def uid(self, scope: dict[str, Any]) -> int | None:
+        path, query = scope["path"], scope["query_string"]
+        if scope["method"] != "GET" or scope.get("root_path"):
+            return None
+        if b"format" in query or b"%" in query:  # DRF's ?format= override, maybe percent-encoded
+            return None
+        if not (path.startswith(self.prefix) and path.endswith(self.suffix)):
+            return None
+        text = path[len(self.prefix) : len(path) - len(self.suffix)]
+        if not ID_PATTERN.fullmatch(text):
+            return None
+        value = int(text)
+        return value if 1 <= value <= MAX_ID else None
+
+    def token(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        found: dict[bytes, bytes] = {}
+        for name, value in headers:
+            if name in WATCHED:
+                if name in found:  # Django would join repeated headers: let it judge them
+                    return None
+                found[name] = value
+        if found.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in found:
+            return None
+        if found.get(b"accept", b"*/*") not in ACCEPTED or not self.host_allowed(found):
+            return None
+        parts = found.get(b"authorization", b"").split()
+        if len(parts) != 2 or parts[0].lower() != b"bearer" or len(parts[1]) > MAX_TOKEN_CHARS:
+            return None
+        return parts[1].decode("latin-1")
+
+    def host_allowed(self, found: dict[bytes, bytes]) -> bool:
+        """``HttpRequest.get_host``'s check (CommonMiddleware makes it on every request)."""
+        host = found.get(b"host")
+        if host is None:  # Django would rebuild one from the server's name: rare, let it
+            return False
+        allowed = self._hosts.get(host)
+        if allowed is None:
+            allowed = _host_allowed(host.decode("latin-1"))
+            if len(self._hosts) < HOSTS_KEPT:
+                self._hosts[host] = allowed
+        return allowed
+
+
+def _host_allowed(host: str) -> bool:
+    hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not hosts:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, hosts)
+
+
+def commands(uid: int) -> list[list[str | bytes]]:
+    return [
+        ["GET", GENERATION_KEY],
+        ["HMGET", keys.unread(uid), *FIELDS],
+        ["GET", announcements.mark_key(uid)],
+        ["GET", announcements.VERSION],
+    ]
