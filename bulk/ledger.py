@@ -85,9 +85,14 @@ def complete(batch: CampaignBatch, token: str, result: BatchResult, state: str) 
 
 
 def _split_off(batch: CampaignBatch, uids: tuple[int, ...]) -> None:
-    """Move ``uids`` out of a completed batch into a new pending batch (same transaction)."""
+    """Move ``uids`` out of a completed batch into a new pending batch (same transaction).
+
+    They leave the old batch's list too: batches stay disjoint, so work done per batch later (a
+    recall, bulk/recall.py) never meets one recipient in two batches at once."""
     campaign = Campaign.objects.select_for_update().get(pk=batch.campaign_id)
-    CampaignBatch.objects.filter(pk=batch.pk).update(size=batch.size - len(uids))
+    moved = set(uids)
+    kept = [u for u in batch.uids if u not in moved]
+    CampaignBatch.objects.filter(pk=batch.pk).update(size=len(kept), uids=kept)
     CampaignBatch.objects.create(
         campaign=campaign,
         index=campaign.batches_planned,
@@ -115,9 +120,11 @@ def maybe_finish(campaign_id: int) -> bool:
             return False
         if has_open_batches(campaign_id):
             return False
-        Campaign.objects.filter(pk=campaign_id).update(
-            status=CampaignStatus.FINISHED, finished_at=timezone.now()
-        )
+        # Nothing delivered and batches given up on (the store was down past every attempt):
+        # the campaign failed; skips alone (quota, blocks) still make a finished campaign.
+        failed = campaign.failed > 0 and campaign.delivered == 0
+        status = CampaignStatus.FAILED if failed else CampaignStatus.FINISHED
+        Campaign.objects.filter(pk=campaign_id).update(status=status, finished_at=timezone.now())
     return True
 
 

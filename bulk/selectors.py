@@ -42,6 +42,7 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
     return {
         "id": campaign.pk,
         "sender_uid": campaign.sender_uid,
+        "msgkey": campaign.msgkey,
         "status": campaign.status,
         "channel": campaign.channel,
         "audience": {"type": campaign.audience_type, "id": campaign.audience_id},

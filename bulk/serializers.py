@@ -173,6 +173,7 @@ class CampaignOut(serializers.Serializer):
 
     id = IdField()
     sender_uid = IdField()
+    msgkey = IdField(allow_null=True, help_text="the message; POST /messages/{msgkey}/recall")
     status = serializers.ChoiceField(choices=CampaignStatus.choices)
     channel = serializers.ChoiceField(choices=Channel.choices)
     audience = AudienceRefOut()

@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from bulk import services
+from bulk import recall, services
 
 
 def _run(task: Task, batch_id: int) -> str:
@@ -57,3 +57,15 @@ def plan_priority(campaign_id: int) -> bool:
 def sweep() -> dict[str, Any]:
     """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused."""
     return services.sweep().__dict__
+
+
+@shared_task(name=recall.TASK, bind=True, acks_late=True, max_retries=30)
+def recall_batch(self: Task, batch_id: int) -> str:
+    """A campaign's message was recalled: take it back from one batch's recipients."""
+    try:
+        outcome = recall.batch_recall(batch_id)
+    except Exception as exc:
+        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 60)) from exc
+    if outcome.state == "busy":  # a live worker holds the batch: back once its lease can end
+        recall.enqueue([batch_id], countdown=recall.RETRY_IN_S)
+    return outcome.state

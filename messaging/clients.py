@@ -108,14 +108,15 @@ def api_clients_revoke(*, client_ids: Iterable[int]) -> int:
 
 
 def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
-    """An operator client recalls anything; a ``send`` client its own senders' messages, in time.
+    """An operator client recalls anything; a ``send`` or ``campaigns`` client its own senders'
+    messages (a 1:1 message, or a campaign's: then every recipient's copy), within the window.
 
     Another client's messages answer 404, like messages that do not exist.
     """
     if principal.is_operator:
         return message_recall(msgkey=msgkey, actor_uid=None, operator=True)
-    if Scope.SEND not in principal.scopes:
-        raise Forbidden("Recall needs the 'send' scope or an operator client.")
+    if not {Scope.SEND, Scope.CAMPAIGNS} & set(principal.scopes):
+        raise Forbidden("Recall needs the 'send' or 'campaigns' scope, or an operator client.")
     sender = Message.objects.filter(msgkey=msgkey).values_list("sender_uid", flat=True).first()
     if sender is None or not principal.owns_sender(sender):
         raise NotFound("No such message.")

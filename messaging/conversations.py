@@ -86,3 +86,36 @@ def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
             cur.execute(_sql(_rows_source(touches[start : start + CHUNK], mtime)))
+
+
+def read_positions(owners: Sequence[int], peer: int) -> dict[int, int]:
+    """Each owner's read-upto msgkey in their conversation with ``peer`` (owners without one are
+    absent), in one query per chunk."""
+    found: dict[int, int] = {}
+    with connection.cursor() as cur:
+        for start in range(0, len(owners), CHUNK):
+            chunk = ", ".join(f"{o:d}" for o in owners[start : start + CHUNK])
+            cur.execute(
+                f"SELECT owner_uid, read_upto FROM {TABLE} "
+                f"WHERE owner_uid IN ({chunk}) AND peer_uid = %s",
+                [peer],
+            )
+            found.update(cur.fetchall())
+    return found
+
+
+def conversations_bump_many(pairs: Sequence[tuple[int, int]], mtime: int) -> None:
+    """A change the conversations' rows do not show (a recalled last message): bump ``mtime`` so
+    the cache tiers take the new summary, one statement per chunk of one peer's owners."""
+    by_peer: dict[int, list[int]] = {}
+    for owner, peer in sorted(pairs):  # one lock order, as conversations_touch_many
+        by_peer.setdefault(peer, []).append(owner)
+    with connection.cursor() as cur:
+        for peer, owners in by_peer.items():
+            for start in range(0, len(owners), CHUNK):
+                chunk = ", ".join(f"{o:d}" for o in owners[start : start + CHUNK])
+                cur.execute(
+                    f"UPDATE {TABLE} SET mtime = CASE WHEN mtime + 1 > %s THEN mtime + 1 "
+                    f"ELSE %s END WHERE owner_uid IN ({chunk}) AND peer_uid = %s",
+                    [mtime, mtime, peer],
+                )

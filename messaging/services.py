@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -40,6 +40,9 @@ from messaging.models import (
 from unread.services import unread_add, unread_clear_all, unread_incr_many, unread_set
 
 RECALL_WINDOW = timedelta(minutes=2)
+# Messages that reach timelines by another route (a campaign's batches) are recalled there too:
+# bulk registers its fan-out here (bulk.apps). Each must be idempotent; it runs on every recall.
+RECALL_FANOUTS: list[Callable[[Message], object]] = []
 
 
 @dataclass(frozen=True)
@@ -181,12 +184,14 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
             raise Forbidden("Only the sender (or an operator) can recall a message.")
         if timezone.now() - message.created_at > RECALL_WINDOW:
             raise Forbidden("The recall window (2 minutes) has passed.")
-    if message.status == MessageStatus.RECALLED:
-        return message
-    Message.objects.filter(msgkey=msgkey).update(status=MessageStatus.RECALLED)
-    message.status = MessageStatus.RECALLED
+    if message.status != MessageStatus.RECALLED:
+        Message.objects.filter(msgkey=msgkey).update(status=MessageStatus.RECALLED)
+        message.status = MessageStatus.RECALLED
+    # Every step below is idempotent, so recalling again finishes what an interrupted call left.
     for sent in ClientMessage.objects.filter(msgkey=msgkey):
         _recall_copies(message, sent.receiver_uid)
+    for fanout in RECALL_FANOUTS:
+        fanout(message)
     return message
 
 
@@ -202,11 +207,17 @@ def _recall_copies(message: Message, receiver_uid: int) -> None:
     ]
     conv = Conversation.objects.filter(owner_uid=receiver_uid, peer_uid=message.sender_uid).first()
     was_unread = any(e.owner == receiver_uid and e.counts_as_unread for e in copies)
-    inbox.set_flags(copies, FLAG_RECALLED)
     if conv and was_unread and message.msgkey > conv.read_upto:
-        unread_add(
-            owner_uid=receiver_uid, peer_uid=message.sender_uid, category=conv.category, delta=-1
+        # Before the flags, under a marker: a retry after a crash between the two still sees the
+        # copy unflagged, and the marker keeps it from counting the message down twice.
+        unread_incr_many(
+            owner_uids=[receiver_uid],
+            peer_uid=message.sender_uid,
+            category=conv.category,
+            marker=f"r:{message.msgkey}",
+            delta=-1,
         )
+    inbox.set_flags(copies, FLAG_RECALLED)
     _bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
 
 

@@ -21,7 +21,7 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
     return str(result.message.msgkey)
 
 
-@shared_task(name="messaging.convcache_prewarm", queue="messaging", acks_late=True)
+@shared_task(name="messaging.convcache_prewarm", acks_late=True)
 def convcache_prewarm(owner_uid: int) -> bool:
     """Build the owner's first CONVCACHE_SIZE conversations into HBase and Redis (idempotent)."""
     from messaging.convcache import prewarm
@@ -29,7 +29,7 @@ def convcache_prewarm(owner_uid: int) -> bool:
     return prewarm.prewarm_owner(owner_uid)
 
 
-@shared_task(name="messaging.convcache_big_ups", queue="messaging", acks_late=True)
+@shared_task(name="messaging.convcache_big_ups", acks_late=True)
 def convcache_big_ups() -> int:
     """Daily: recompute the big-UP sets (owners above BIG_UP_THRESHOLD conversations)."""
     from messaging.convcache import prewarm

@@ -74,6 +74,12 @@ class Inbox(ABC):
         rows = self._scan(owner, peer, msgkey + 1, 1)
         return rows[0] if rows and rows[0].msgkey == msgkey else None
 
+    def get_for_owners(self, owners: Sequence[int], peer: int, msgkey: int) -> list[InboxEntry]:
+        """The copies of one message that these owners hold (a bulk batch's recipients): the
+        owners that never got it, or deleted it, are simply absent."""
+        found = (self.get(owner, peer, msgkey) for owner in owners)
+        return [e for e in found if e is not None]
+
     def count(self, owner: int, peer: int) -> int:
         return sum(1 for _ in self._keys(owner, peer))
 

@@ -127,6 +127,20 @@ class HBaseInbox(Inbox):
             yield rows[0].peer
             start = prefix_end(conv_prefix(owner, rows[0].peer))
 
+    def get_for_owners(self, owners: Sequence[int], peer: int, msgkey: int) -> list[InboxEntry]:
+        """One multi-get per ``batch_size`` owners (rows that do not exist are not returned)."""
+        keys = [rowkey(owner, peer, msgkey) for owner in owners]
+
+        def get(conn: happybase.Connection) -> list[InboxEntry]:
+            table = conn.table(TABLE)
+            return [
+                parse_row(k, d)
+                for start in range(0, len(keys), self.batch_size)
+                for k, d in table.rows(keys[start : start + self.batch_size], columns=[COLUMN])
+            ]
+
+        return hbase.call(get)
+
     def count_after(self, owner: int, peer: int, msgkey: int) -> int:
         prefix = conv_prefix(owner, peer)
         stop = rowkey(owner, peer, msgkey)  # rows before it hold newer msgkeys

@@ -94,6 +94,19 @@ class SqlInbox(Inbox):
             row = cur.fetchone()
         return InboxEntry(*row) if row else None
 
+    def get_for_owners(self, owners: Sequence[int], peer: int, msgkey: int) -> list[InboxEntry]:
+        found: list[InboxEntry] = []
+        with connection.cursor() as cur:
+            for start in range(0, len(owners), self.write_chunk):
+                chunk = ", ".join(f"{o:d}" for o in owners[start : start + self.write_chunk])
+                cur.execute(
+                    f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid IN ({chunk}) "
+                    "AND peer_uid = %s AND msgkey = %s",
+                    [peer, msgkey],
+                )
+                found += [InboxEntry(*row) for row in cur.fetchall()]
+        return found
+
     def count(self, owner: int, peer: int) -> int:
         return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
 

@@ -30,7 +30,7 @@ from bulk.models import (
 from messaging.inbox import get_inbox
 from messaging.models import Account, Block, Conversation, Follow, Message, Scope
 from tests.conftest import wait_for
-from tests.messaging.api_factories import API, Api, ClientApi, make_api
+from tests.messaging.api_factories import API, Api, ClientApi, inbox_api, make_api
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db
@@ -872,3 +872,28 @@ def test_a_campaign_runs_on_real_workers(workers: Any, uids: Uids) -> None:
     assert (shown["total"], shown["delivered"], shown["skipped"]["blocked"]) == (30, 25, 5)
     assert shown["rate_per_s"] > 0
     assert_delivered(sender, Campaign.objects.get(pk=created["id"]), set(fans[5:]), set(fans[:5]))
+
+
+def test_recalling_a_campaign_takes_it_back_from_every_recipient_on_real_workers(
+    workers: Any, uids: Uids
+) -> None:
+    sender, *fans = uids(31)
+    shop(sender)
+    follow(sender, fans)
+    api = campaigns_api(sender)
+    workers.start()
+    created = create(api, sender, {"type": "followers"})
+    wait_for(lambda: progress(api, created["id"])["status"] == "finished")
+    msgkey = progress(api, created["id"])["msgkey"]
+    assert received(fans[0], sender) == [int(msgkey)]
+
+    assert api.recall(msgkey) == (200, {"msgkey": msgkey, "status": "recalled"})
+    wait_for(lambda: all(unread_summary(uid).total == 0 for uid in fans))
+
+    reader = inbox_api(f"bff-{sender}")
+    for uid in fans:  # each still holds the message, shown as recalled, with nothing unread
+        page = reader.history(uid, sender)
+        assert [(m["msgkey"], m["status"], m["content"]) for m in page["results"]] == [
+            (msgkey, "recalled", None)
+        ]
+    assert progress(api, created["id"])["status"] == "finished"

@@ -276,3 +276,27 @@ def test_a_batch_costs_the_same_few_queries_whatever_its_size(
     assert_exactly_once(
         campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
     )
+
+
+def test_a_store_down_past_every_attempt_fails_the_campaign(uids, monkeypatch) -> None:
+    """Skips alone still finish a campaign; batches given up on with nothing delivered fail it,
+    and the totals say how many recipients it failed."""
+    scenario = business_with_followers(uids(21), blocked_every=5)
+
+    def down(*args, **kwargs):
+        raise ConnectionError("HBase down")
+
+    monkeypatch.setattr(services, "deliver_many", down)
+    campaign = launch(scenario)
+    services.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    for _ in range(services.MAX_ATTEMPTS):
+        with pytest.raises(ConnectionError):
+            services.batch_run(batch.pk)
+    assert services.batch_run(batch.pk).state == "done"  # given up: nothing runs it again
+
+    failed = Campaign.objects.get(pk=campaign.pk)
+    assert (failed.status, failed.delivered, failed.failed) == (CampaignStatus.FAILED, 0, 20)
+    assert failed.finished_at is not None
+    assert CampaignBatch.objects.get(pk=batch.pk).state == BatchState.FAILED
+    assert all(get_inbox().count(uid, scenario.sender) == 0 for uid in scenario.followers)

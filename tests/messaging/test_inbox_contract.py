@@ -132,6 +132,21 @@ def test_get_finds_exactly_one_entry(inbox: Inbox, uids: Uids) -> None:
     assert inbox.get(peer, owner, 10) is None
 
 
+def test_get_for_owners_returns_only_the_copies_that_exist(inbox: Inbox, uids: Uids) -> None:
+    peer, *owners = uids(1201)  # more owners than one write chunk
+    holders = owners[::3]
+    inbox.add_many(InboxEntry(o, peer, 77, RECEIVED) for o in holders)
+    inbox.add(InboxEntry(owners[1], peer, 78, RECEIVED))  # another message: not a copy of 77
+    inbox.set_flags([InboxEntry(holders[0], peer, 77, RECEIVED)], FLAG_RECALLED)
+
+    found = inbox.get_for_owners(owners, peer, 77)
+
+    assert sorted(e.owner for e in found) == sorted(holders)
+    assert {(e.peer, e.msgkey) for e in found} == {(peer, 77)}
+    assert [e.flags for e in found if e.owner == holders[0]] == [FLAG_RECALLED]
+    assert inbox.get_for_owners([], peer, 77) == []
+
+
 def test_remove_deletes_the_given_messages_only(inbox: Inbox, uids: Uids) -> None:
     owner, peer, other = uids(3)
     inbox.add_many(received(owner, peer, [10, 20, 30]) + received(owner, other, [20]))

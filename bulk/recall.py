@@ -1,0 +1,113 @@
+"""Recalling a campaign's message from every recipient's timeline, batch by batch.
+
+A recall of the campaign's msgkey (``messaging.services.message_recall``: the sender within the
+recall window, or an operator) flags the content recalled, stops the campaign (cancelled, if it
+had not ended) and enqueues one ``bulk.recall_batch`` task per batch of the ledger on the
+``messaging`` queue, so a recall never waits behind a channel's backlog. A batch task:
+
+1. owns the batch: a finished one (done or failed) is left as it is; a pending one, or one whose
+   worker died, is leased and closed as done with nothing delivered, so no worker delivers it
+   later; one that a live worker holds is tried again when its lease has had time to end.
+2. reads which of the batch's recipients hold a copy (``Inbox.get_for_owners``: the store, not the
+   ledger, so a batch a dead worker delivered in part is recalled too), counts the unflagged copies
+   still unread down by one (the unread Lua script under one marker per batch), flags every copy
+   recalled, and bumps the conversations so every cache tier shows the recall.
+
+Exactly once: the decrement runs before the flags and under its marker, so a task that died
+between the two finds the copies still unflagged when it runs again, and the marker stops a
+second decrement; a task that ran to the end finds every copy flagged and changes nothing.
+Batches are disjoint (``ledger._split_off``), so two batch tasks never count one copy down twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from celery import current_app
+from django.db import transaction
+
+from bulk import ledger, quotas
+from bulk.ledger import BatchResult
+from bulk.models import BatchState, Campaign, CampaignBatch
+from messaging import convcache
+from messaging import msgkey as clock
+from messaging.conversations import conversations_bump_many, read_positions
+from messaging.errors import Conflict
+from messaging.inbox import InboxEntry, get_inbox
+from messaging.inbox.base import FLAG_RECALLED
+from messaging.models import Account, Category, Message
+from unread.services import unread_incr_many
+
+RETRY_IN_S = 5
+TASK = "bulk.recall_batch"
+
+
+@dataclass(frozen=True)
+class BatchRecall:
+    state: str  # recalled | busy | gone
+    copies: int = 0
+
+
+def campaign_recall(message: Message) -> int:
+    """Stop the campaign that sent ``message`` and enqueue its batches' recall; returns how many
+    batches (0: not a campaign's message)."""
+    from bulk.services import campaign_cancel
+
+    campaign = Campaign.objects.filter(msgkey=message.msgkey).first()
+    if campaign is None:
+        return 0
+    with contextlib.suppress(Conflict):  # finished or failed: nothing left to stop
+        campaign_cancel(campaign_id=campaign.pk)
+    ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True))
+    transaction.on_commit(lambda: enqueue(ids))
+    return len(ids)
+
+
+def enqueue(batch_ids: Sequence[int], countdown: float | None = None) -> None:
+    with current_app.producer_or_acquire() as producer:
+        for batch_id in batch_ids:
+            current_app.send_task(TASK, args=[batch_id], countdown=countdown, producer=producer)
+
+
+def batch_recall(batch_id: int) -> BatchRecall:
+    batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
+    msgkey = batch.campaign.msgkey if batch is not None else None
+    if batch is None or msgkey is None:
+        return BatchRecall("gone")
+    if batch.state not in (BatchState.DONE, BatchState.FAILED) and not _close(batch):
+        return BatchRecall("busy")
+    campaign = batch.campaign
+    inbox = get_inbox()
+    copies = inbox.get_for_owners(batch.uids, campaign.sender_uid, msgkey)
+    live = [c for c in copies if not c.flags & FLAG_RECALLED]
+    _count_down(campaign, batch.index, live)
+    inbox.set_flags(live, FLAG_RECALLED)
+    pairs = [(c.owner, c.peer) for c in live]
+    conversations_bump_many(pairs, clock.now_ms())
+    convcache.refresh(pairs)
+    return BatchRecall("recalled", len(live))
+
+
+def _close(batch: CampaignBatch) -> bool:
+    """Take a batch no live worker holds and close it, delivered to nobody; False: it is held."""
+    token = ledger.lease(batch.pk)
+    if token is None:
+        return False
+    ledger.complete(batch, token, BatchResult(0, 0, 0), BatchState.DONE)
+    return True
+
+
+def _count_down(campaign: Campaign, index: int, copies: list[InboxEntry]) -> None:
+    sender, msgkey = campaign.sender_uid, campaign.msgkey or 0
+    reads = read_positions([c.owner for c in copies], sender)
+    unread = [c.owner for c in copies if c.counts_as_unread and msgkey > reads.get(c.owner, 0)]
+    account = quotas.by_pk(Account, sender)
+    unread_incr_many(
+        owner_uids=unread,
+        peer_uid=sender,
+        category=(account.kind if account else None) or Category.BUSINESS,
+        marker=f"r:{campaign.pk}:{index}",
+        delta=-1,
+    )

@@ -1,0 +1,144 @@
+"""Recalling a campaign's message: every recipient's copy is flagged, unread counts drop exactly
+once, and a campaign still running stops delivering (bulk/recall.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.test import override_settings
+
+from bulk import recall, services
+from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
+from messaging import inbox as inbox_module
+from messaging import selectors
+from messaging.inbox import get_inbox
+from messaging.inbox.base import FLAG_RECALLED
+from messaging.models import Message, MessageStatus
+from messaging.services import conversation_mark_read, message_recall
+from tests.bulk.helpers import Scenario, business_with_followers, launch, run_synchronously
+from unread.selectors import unread_for_peers, unread_summary
+
+pytestmark = pytest.mark.django_db
+Uids = Callable[[int], list[int]]
+
+
+@pytest.fixture(autouse=True, params=["sql", "hbase"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    inbox_module._cached.cache_clear()
+    with override_settings(INBOX_BACKEND=request.param):
+        yield request.param
+    inbox_module._cached.cache_clear()
+
+
+def recall_every_batch(campaign: Campaign) -> list[str]:
+    ids = CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True)
+    return [recall.batch_recall(pk).state for pk in ids]
+
+
+def unread_from(scenario: Scenario) -> dict[int, int]:
+    sender = scenario.sender
+    return {u: unread_for_peers(u, [sender]).get(sender, 0) for u in scenario.followers}
+
+
+def two_campaigns(uids: Uids) -> tuple[Scenario, Campaign, Campaign]:
+    """Every follower gets campaign ``first`` then ``second`` (no per-receiver cap)."""
+    scenario = business_with_followers(uids(31), blocked_every=10, limit=0)
+    first, second = launch(scenario, text="first"), launch(scenario, text="second")
+    run_synchronously(first.pk)
+    run_synchronously(second.pk)
+    return scenario, first, second
+
+
+def test_recalling_a_campaign_takes_it_back_from_every_recipient(uids: Uids) -> None:
+    scenario, first, second = two_campaigns(uids)
+    readers = sorted(scenario.expected)[:5]
+    for uid in readers:  # these read both messages already: nothing unread to take back
+        conversation_mark_read(owner_uid=uid, peer_uid=scenario.sender)
+
+    message_recall(msgkey=first.msgkey or 0, actor_uid=scenario.sender)
+    assert set(recall_every_batch(first)) == {"recalled"}
+
+    inbox = get_inbox()
+    for uid in scenario.expected:
+        copy = inbox.get(uid, scenario.sender, first.msgkey or 0)
+        assert copy is not None
+        assert copy.flags & FLAG_RECALLED
+        history = selectors.history(uid, scenario.sender).results
+        assert [m.status for m in history] == ["normal", "recalled"]
+    expected = {u: 0 if u in readers or u in scenario.blocked else 1 for u in scenario.followers}
+    assert unread_from(scenario) == expected  # only the second campaign is left unread
+    for uid in scenario.followers:
+        summary = unread_summary(uid)
+        assert summary.total == sum(summary.by_category.values()) == expected[uid]
+    assert Campaign.objects.get(pk=first.pk).status == CampaignStatus.FINISHED
+    assert Message.objects.get(msgkey=second.msgkey or 0).status == MessageStatus.NORMAL
+
+
+def test_a_recall_run_again_or_interrupted_counts_each_copy_down_once(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario, first, _ = two_campaigns(uids)
+    message_recall(msgkey=first.msgkey or 0, actor_uid=scenario.sender)
+    inbox_class = type(get_inbox())
+    real_set_flags = inbox_class.set_flags
+
+    def die(*args: object, **kwargs: object) -> None:
+        raise ConnectionError("worker killed between the decrement and the flags")
+
+    monkeypatch.setattr(inbox_class, "set_flags", die)
+    with pytest.raises(ConnectionError):
+        recall_every_batch(first)
+    monkeypatch.setattr(inbox_class, "set_flags", real_set_flags)
+    recall_every_batch(first)  # the redelivered tasks
+    recall_every_batch(first)  # and once more, after they finished
+
+    expected = {u: 0 if u in scenario.blocked else 1 for u in scenario.followers}
+    assert unread_from(scenario) == expected
+
+
+def test_recalling_a_running_campaign_cancels_it_and_nothing_more_is_delivered(
+    uids: Uids,
+) -> None:
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=10)
+    scenario = business_with_followers(uids(31), limit=0)
+    campaign = launch(scenario)
+    while services.campaign_plan_step(campaign.pk):
+        pass
+    batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
+    assert len(batches) == 3
+    services.batch_run(batches[0].pk)  # the first batch went out before the recall
+    delivered_first = set(batches[0].uids)
+
+    message_recall(msgkey=campaign.msgkey or 0, actor_uid=scenario.sender, operator=True)
+    assert Campaign.objects.get(pk=campaign.pk).status == CampaignStatus.CANCELLED
+    recall_every_batch(campaign)
+    for batch in batches[1:]:  # a delivery racing the recall finds its batch closed
+        assert services.batch_run(batch.pk).state == "done"
+        assert CampaignBatch.objects.get(pk=batch.pk).state == BatchState.DONE
+
+    inbox = get_inbox()
+    holders = {u for u in scenario.followers if inbox.get(u, scenario.sender, campaign.msgkey or 0)}
+    assert holders == delivered_first
+    assert all(v == 0 for v in unread_from(scenario).values())
+
+
+def test_a_batch_a_live_worker_holds_is_recalled_once_it_is_done(uids: Uids) -> None:
+    from bulk import ledger
+
+    scenario = business_with_followers(uids(11), limit=0)
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    CampaignBatch.objects.filter(pk=batch.pk).update(state=BatchState.PENDING)
+    token = ledger.lease(batch.pk)  # a worker is (re)delivering it right now
+    assert token is not None
+
+    message_recall(msgkey=campaign.msgkey or 0, actor_uid=scenario.sender)
+    assert recall.batch_recall(batch.pk).state == "busy"
+    assert all(v == 1 for v in unread_from(scenario).values())  # nothing taken back yet
+    batch.refresh_from_db()
+    ledger.complete(batch, token, ledger.BatchResult(0, 0, 0), BatchState.DONE)
+
+    assert recall.batch_recall(batch.pk) == recall.BatchRecall("recalled", 10)
+    assert all(v == 0 for v in unread_from(scenario).values())
