@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 
 
@@ -123,6 +125,9 @@ class Campaign(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # time spent paused, kept out of rate_per_s and eta_s: closed pauses, and the open one
+    paused_s = models.FloatField(default=0.0)
+    paused_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -138,6 +143,14 @@ class Campaign(models.Model):
     @property
     def processed(self) -> int:
         return self.delivered + self.skipped_quota + self.skipped_blocked + self.failed
+
+    def running_s(self, now: datetime) -> float:
+        """Seconds spent running since the start, pauses left out (until ``finished_at``)."""
+        if self.started_at is None:
+            return 0.0
+        end = self.finished_at or now
+        paused = self.paused_s + ((end - self.paused_at).total_seconds() if self.paused_at else 0)
+        return max((end - self.started_at).total_seconds() - paused, 0.0)
 
 
 class BatchState(models.TextChoices):

@@ -66,9 +66,7 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
 
 
 def _rate(campaign: Campaign, now: datetime) -> float:
-    if campaign.started_at is None:
-        return 0.0
-    elapsed = ((campaign.finished_at or now) - campaign.started_at).total_seconds()
+    elapsed = campaign.running_s(now)
     return campaign.processed / elapsed if elapsed > 0 else 0.0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -354,35 +354,44 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
 
 
 # -- control -----------------------------------------------------------------------------------
-def _transition(campaign_id: int, allowed: Sequence[str], **changes: Any) -> Campaign:
+def _transition(
+    campaign_id: int,
+    allowed: Sequence[str],
+    change: Callable[[Campaign], None] | None = None,
+    **fields: Any,
+) -> Campaign:
+    """Under the campaign's row lock: check its status is ``allowed``, then apply ``change``
+    (a function of the locked row) and ``fields``."""
     with transaction.atomic():
         campaign = Campaign.objects.select_for_update().filter(pk=campaign_id).first()
         if campaign is None:
             raise NotFound("No such campaign.")
         if campaign.status not in allowed:
             raise Conflict(f"A {campaign.status} campaign cannot do that.")
-        for name, value in changes.items():
+        if change is not None:
+            change(campaign)
+        for name, value in fields.items():
             setattr(campaign, name, value)
         campaign.save()
     return campaign
 
 
 def campaign_pause(*, campaign_id: int, reason: str = "manual") -> Campaign:
-    return _transition(
-        campaign_id,
-        [CampaignStatus.RUNNING, CampaignStatus.PAUSED],
-        status=CampaignStatus.PAUSED,
-        pause_reason=reason,
-    )
+    def pause(campaign: Campaign) -> None:
+        campaign.status, campaign.pause_reason = CampaignStatus.PAUSED, reason
+        campaign.paused_at = campaign.paused_at or timezone.now()  # paused again: same pause
+
+    return _transition(campaign_id, [CampaignStatus.RUNNING, CampaignStatus.PAUSED], pause)
 
 
 def campaign_resume(*, campaign_id: int) -> Campaign:
-    campaign = _transition(
-        campaign_id,
-        [CampaignStatus.PAUSED, CampaignStatus.RUNNING],
-        status=CampaignStatus.RUNNING,
-        pause_reason="",
-    )
+    def resume(campaign: Campaign) -> None:
+        campaign.status, campaign.pause_reason = CampaignStatus.RUNNING, ""
+        if campaign.paused_at is not None:
+            campaign.paused_s += (timezone.now() - campaign.paused_at).total_seconds()
+            campaign.paused_at = None
+
+    campaign = _transition(campaign_id, [CampaignStatus.PAUSED, CampaignStatus.RUNNING], resume)
     _kick(campaign)
     return campaign
 

@@ -392,6 +392,30 @@ def test_pause_resume_and_cancel_through_the_api(uids: Uids) -> None:
     assert status == 409, refused
 
 
+def test_rate_and_eta_leave_out_the_time_a_campaign_spent_paused(uids: Uids) -> None:
+    sender, *fans = uids(3)
+    shop(sender)
+    api = campaigns_api(sender)
+    campaign_id = create(api, sender, {"type": "uids", "uids": fans})["id"]
+    while services.campaign_plan_step(int(campaign_id)):
+        pass
+    # 100 s ago it started; 1,000 of 3,000 went out before it was paused 80 s ago.
+    now = timezone.now()
+    Campaign.objects.filter(pk=campaign_id).update(
+        started_at=now - timedelta(seconds=100), total=3000, delivered=1000
+    )
+    assert api.call("POST", f"/campaigns/{campaign_id}/pause")[0] == 200
+    Campaign.objects.filter(pk=campaign_id).update(paused_at=now - timedelta(seconds=80))
+    paused = progress(api, campaign_id)
+    assert 45 <= paused["rate_per_s"] <= 55  # 1,000 in 20 s of running, frozen while paused
+    assert paused["eta_s"] is None
+
+    assert api.call("POST", f"/campaigns/{campaign_id}/resume")[0] == 200
+    resumed = progress(api, campaign_id)
+    assert 45 <= resumed["rate_per_s"] <= 55  # not 1,000 / 100 s
+    assert 36 <= resumed["eta_s"] <= 44  # 2,000 more at ~50/s
+
+
 def test_a_cancelled_campaign_sends_no_more_batches(uids: Uids) -> None:
     sender, *fans = uids(4)
     shop(sender)
