@@ -362,13 +362,19 @@ def test_the_same_idempotency_key_of_two_clients_makes_two_campaigns(uids: Uids)
 
 
 # -- control -----------------------------------------------------------------------------------
-def test_pause_resume_and_cancel_through_the_api(uids: Uids) -> None:
-    sender, *fans = uids(4)
+def planned(fans: int, uids: Uids) -> tuple[ClientApi, int, list[int], str]:
+    """A shop's campaign to ``fans`` listed uids, planned but not run: (api, sender, fans, id)."""
+    sender, *listed = uids(fans + 1)
     shop(sender)
     api = campaigns_api(sender)
-    campaign_id = create(api, sender, {"type": "uids", "uids": fans})["id"]
+    campaign_id = create(api, sender, {"type": "uids", "uids": listed})["id"]
     while services.campaign_plan_step(int(campaign_id)):
         pass
+    return api, sender, listed, campaign_id
+
+
+def test_pause_resume_and_cancel_through_the_api(uids: Uids) -> None:
+    api, sender, fans, campaign_id = planned(3, uids)
 
     status, paused = api.call("POST", f"/campaigns/{campaign_id}/pause")
     assert status == 200, paused
@@ -393,12 +399,7 @@ def test_pause_resume_and_cancel_through_the_api(uids: Uids) -> None:
 
 
 def test_rate_and_eta_leave_out_the_time_a_campaign_spent_paused(uids: Uids) -> None:
-    sender, *fans = uids(3)
-    shop(sender)
-    api = campaigns_api(sender)
-    campaign_id = create(api, sender, {"type": "uids", "uids": fans})["id"]
-    while services.campaign_plan_step(int(campaign_id)):
-        pass
+    api, _, _, campaign_id = planned(2, uids)
     # 100 s ago it started; 1,000 of 3,000 went out before it was paused 80 s ago.
     now = timezone.now()
     Campaign.objects.filter(pk=campaign_id).update(
