@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from celery import current_app
 from django.db import transaction
 
-from bulk import ledger, quotas
+from bulk import ledger
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
-from messaging import convcache
-from messaging import msgkey as clock
-from messaging.conversations import conversations_bump_many, read_positions
+from bulk.services import campaign_cancel, sender_category
+from messaging.conversations import read_positions
 from messaging.errors import Conflict
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED
-from messaging.models import Account, Category, Message
+from messaging.models import Message
+from messaging.services import conversations_bump
 from unread.services import unread_incr_many
 
 RETRY_IN_S = 5
@@ -53,8 +53,6 @@ class BatchRecall:
 def campaign_recall(message: Message) -> int:
     """Stop the campaign that sent ``message`` and enqueue its batches' recall; returns how many
     batches (0: not a campaign's message)."""
-    from bulk.services import campaign_cancel
-
     campaign = Campaign.objects.filter(msgkey=message.msgkey).first()
     if campaign is None:
         return 0
@@ -84,9 +82,7 @@ def batch_recall(batch_id: int) -> BatchRecall:
     live = [c for c in copies if not c.flags & FLAG_RECALLED]
     _count_down(campaign, batch.index, live)
     inbox.set_flags(live, FLAG_RECALLED)
-    pairs = [(c.owner, c.peer) for c in live]
-    conversations_bump_many(pairs, clock.now_ms())
-    convcache.refresh(pairs)
+    conversations_bump([(c.owner, c.peer) for c in live])
     return BatchRecall("recalled", len(live))
 
 
@@ -103,11 +99,10 @@ def _count_down(campaign: Campaign, index: int, copies: list[InboxEntry]) -> Non
     sender, msgkey = campaign.sender_uid, campaign.msgkey or 0
     reads = read_positions([c.owner for c in copies], sender)
     unread = [c.owner for c in copies if c.counts_as_unread and msgkey > reads.get(c.owner, 0)]
-    account = quotas.by_pk(Account, sender)
     unread_incr_many(
         owner_uids=unread,
         peer_uid=sender,
-        category=(account.kind if account else None) or Category.BUSINESS,
+        category=sender_category(sender),
         marker=f"r:{campaign.pk}:{index}",
         delta=-1,
     )

@@ -322,6 +322,12 @@ def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
     return BatchRun("done")
 
 
+def sender_category(sender_uid: int) -> str:
+    """What recipients file a campaign sender under: its account kind, else ``business``."""
+    account = quotas.by_pk(Account, sender_uid)
+    return (account.kind if account else None) or Category.BUSINESS
+
+
 def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
     """Deliver one batch; None when the sender's daily budget cannot cover it."""
     sender = campaign.sender_uid
@@ -339,13 +345,11 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
         return None
     deferred = set(admission.deferred)
     allowed = [u for u in candidates if u not in admission.capped and u not in deferred]
-    account = quotas.by_pk(Account, sender)
-    kind = account.kind if account else None
     deliver_many(
         sender_uid=sender,
         receiver_uids=allowed,
         msgkey=campaign.msgkey or 0,
-        category=kind or Category.BUSINESS,
+        category=sender_category(sender),
         marker=f"b:{campaign.pk}:{batch.index}",
     )
     return BatchResult(

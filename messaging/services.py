@@ -22,7 +22,11 @@ from config.redis import get_redis
 from messaging import convcache
 from messaging import msgkey as keys
 from messaging.content import validate_content
-from messaging.conversations import ConversationTouch, conversations_touch_many
+from messaging.conversations import (
+    ConversationTouch,
+    conversations_bump_many,
+    conversations_touch_many,
+)
 from messaging.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from messaging.events import publish_into
 from messaging.inbox import InboxEntry, get_inbox
@@ -218,15 +222,13 @@ def _recall_copies(message: Message, receiver_uid: int) -> None:
             delta=-1,
         )
     inbox.set_flags(copies, FLAG_RECALLED)
-    _bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
+    conversations_bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
 
 
-def _bump(pairs: Sequence[tuple[int, int]]) -> None:
-    now = keys.now_ms()
-    for owner, peer in pairs:
-        conv = Conversation.objects.filter(owner_uid=owner, peer_uid=peer).first()
-        if conv is not None:
-            Conversation.objects.filter(pk=conv.pk).update(mtime=max(conv.mtime + 1, now))
+def conversations_bump(pairs: Sequence[tuple[int, int]]) -> None:
+    """A change the conversations' rows do not show (a recalled message): bump their ``mtime``
+    and push them to the cache tiers."""
+    conversations_bump_many(pairs, keys.now_ms())
     convcache.refresh(pairs)
 
 
