@@ -18,6 +18,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from api.errors import MissiveError
+from api.paging import BigTableAdmin, BoundedCountPaginator
 from bulk import selectors, services
 from bulk.models import (
     Audience,
@@ -27,8 +29,6 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
-from messaging.admin import BigTableAdmin, BoundedCountPaginator
-from messaging.errors import MissiveError
 
 OPERATOR_PAUSE = "operator"
 

@@ -28,6 +28,11 @@ from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.auth import principal, require_sender
+from api.errors import InvalidInput
+from api.fields import path_ids
+from api.models import ApiClient, Scope
+from api.views import ERROR_SCHEMA, ERRORS, ApiView, check_body_size, validated
 from bulk import audiences, selectors, services
 from bulk.models import Campaign
 from bulk.serializers import (
@@ -40,12 +45,6 @@ from bulk.serializers import (
     DryRunOut,
     upload_lines,
 )
-from messaging.api_base import ApiView, check_body_size
-from messaging.apis import ERRORS, validated
-from messaging.auth import principal, require_sender
-from messaging.errors import InvalidInput
-from messaging.models import ApiClient, Scope
-from messaging.serializers import ERROR_SCHEMA, path_ids
 
 UPLOAD_MAX_BYTES = 1 << 30
 CHUNK_BYTES = 64 * 1024

@@ -42,9 +42,7 @@ class Audience(models.Model):
     """A stored uid list: an uploaded file or an explicit list from a campaign request."""
 
     sender_uid = models.BigIntegerField(null=True, blank=True)
-    client = models.ForeignKey(
-        "messaging.ApiClient", null=True, blank=True, on_delete=models.SET_NULL
-    )
+    client = models.ForeignKey("api.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=200, blank=True)
     count = models.IntegerField(default=0, help_text="distinct valid uids")
     invalid_lines = models.IntegerField(default=0)
@@ -94,9 +92,7 @@ class ChannelSetting(models.Model):
 
 class Campaign(models.Model):
     sender_uid = models.BigIntegerField()
-    client = models.ForeignKey(
-        "messaging.ApiClient", null=True, blank=True, on_delete=models.SET_NULL
-    )
+    client = models.ForeignKey("api.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
     msgkey = models.BigIntegerField(null=True, blank=True, help_text="the content, stored once")

@@ -28,17 +28,17 @@ from dataclasses import dataclass
 from celery import current_app
 from django.db import transaction
 
+from api.errors import Conflict
 from bulk import ledger
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
 from bulk.services import campaign_cancel, sender_category
 from messaging.conversations import read_positions
-from messaging.errors import Conflict
+from messaging.counters.store import unread_incr_many
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED
 from messaging.models import Message
 from messaging.services import conversations_bump
-from unread.services import unread_incr_many
 
 RETRY_IN_S = 5
 TASK = "bulk.recall_batch"

@@ -29,11 +29,11 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from api.errors import InvalidInput, NotFound
+from api.models import ApiClient, ApiClientSender
 from bulk import audiences, services
 from bulk.models import Audience, AudienceType, Campaign, CampaignStatus
 from bulk.services import AudienceChoice
-from messaging.errors import InvalidInput, NotFound
-from messaging.models import ApiClient, ApiClientSender
 
 
 # -- progress --------------------------------------------------------------------------------

@@ -21,10 +21,12 @@ from typing import Any
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
+from api.errors import TooLarge
+from api.fields import IdField
+from api.paging import PAGE_MAX
 from bulk.models import AudienceType, CampaignStatus, Channel
 from messaging import content as contents
-from messaging.errors import TooLarge
-from messaging.serializers import PAGE_MAX, ContentField, IdField
+from messaging.serializers import ContentField
 
 MAX_LIST = 10_000
 LINE_MAX_BYTES = 1024

@@ -22,6 +22,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from api.errors import Conflict, Forbidden, InvalidInput, NotFound
 from bulk import audiences, ledger, quotas
 from bulk.ledger import BatchResult
 from bulk.models import (
@@ -35,7 +36,6 @@ from bulk.models import (
 from config.sqlvalues import int_list
 from messaging import msgkey as keys
 from messaging.content import validate_content
-from messaging.errors import Conflict, Forbidden, InvalidInput, NotFound
 from messaging.models import Account, Block, Category, Message
 from messaging.services import deliver_many
 

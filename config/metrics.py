@@ -19,8 +19,8 @@ Series, each prefixed ``missive_``:
   fanout_recipients_total               messages written into timelines (rate() = fan-out rate)
   announcements_published_total
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
-  prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour
-  big_ups                               gauge: owners in the big-UP sets
+  prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
+  big_ups                               gauge: owners in the big-UP sets (messaging)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 
 import redis
@@ -41,6 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
+from config.celery import QUEUES
 from config.redis import get_redis
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,17 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "fanout_recipients": ("Messages written into recipients' timelines.", ()),
     "announcements_published": ("Announcements published to all users.", ()),
 }
+
+
+# Gauges are read at scrape time by the app that owns them: each registers a reader here from its
+# AppConfig.ready (``register_gauges``), so this module imports no app.
+GaugeReader = Callable[[], Iterable[Metric]]
+GAUGES: list[GaugeReader] = []
+
+
+def register_gauges(read: GaugeReader) -> None:
+    if read not in GAUGES:
+        GAUGES.append(read)
 
 
 class _Buffer:
@@ -122,8 +134,6 @@ def broker() -> redis.Redis:
 
 
 def queue_lengths() -> dict[str, int]:
-    from config.celery import QUEUES
-
     pipe = broker().pipeline(transaction=False)
     for queue in QUEUES:
         for suffix in PRIORITY_SUFFIXES:
@@ -151,23 +161,14 @@ class MissiveCollector:
         yield from families.values()
 
     def _gauges(self) -> Iterator[Metric]:
-        from messaging.convcache import prewarm
-
         queues = GaugeMetricFamily(
             PREFIX + "celery_queue_length", "Tasks waiting on the broker.", labels=["queue"]
         )
         for queue, length in queue_lengths().items():
             queues.add_metric([queue], length)
         yield queues
-        health = prewarm.health()
-        yield GaugeMetricFamily(
-            PREFIX + "prewarm_failure_ratio",
-            "Prewarm failures / finished, last hour.",
-            value=health.failure_rate,
-        )
-        yield GaugeMetricFamily(
-            PREFIX + "big_ups", "Owners in the big-UP sets.", value=prewarm.big_ups_count()
-        )
+        for read in GAUGES:
+            yield from read()
 
 
 REGISTRY = CollectorRegistry(auto_describe=False)

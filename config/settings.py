@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "config.apps.ConfigConfig",
+    "api",
     "messaging",
     "unread",
     "bulk",
@@ -169,9 +170,9 @@ CELERY_BEAT_SCHEDULE = {
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["messaging.auth.BearerTokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["messaging.auth.IsApiClient"],
-    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["api.auth.IsApiClient"],
+    "EXCEPTION_HANDLER": "api.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {

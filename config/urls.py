@@ -30,6 +30,6 @@ urlpatterns = [
         name="static",
     ),
 ]
-# Unmatched URLs under /api/ answer in the API's JSON error shape (config/exceptions.py).
-handler404 = "config.exceptions.api_not_found"
-handler500 = "config.exceptions.api_server_error"
+# Unmatched URLs under /api/ answer in the API's JSON error shape (api/exceptions.py).
+handler404 = "api.exceptions.api_not_found"
+handler500 = "api.exceptions.api_server_error"

@@ -8,20 +8,16 @@ operator client; every ``/users/{uid}/...`` endpoint needs ``inbox``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from messaging import clients, selectors, services
-from messaging.api_base import ApiView
-from messaging.auth import principal, require_sender
-from messaging.convcache import prewarm
-from messaging.models import Scope
+from api.auth import principal, require_sender
+from api.fields import path_ids
+from api.models import Scope
+from api.views import ERROR_SCHEMA, ERRORS, ApiView, validated
+from messaging import selectors, services
 from messaging.serializers import (
-    ERROR_SCHEMA,
     ConversationListQuery,
     ConversationPageOut,
     DeleteAllOut,
@@ -32,28 +28,7 @@ from messaging.serializers import (
     ReadOut,
     RecallOut,
     SendIn,
-    UnreadOut,
-    path_ids,
 )
-from unread import selectors as unread_selectors
-
-ERRORS = {
-    status: OpenApiResponse(ERROR_SCHEMA, description=what)
-    for status, what in [
-        (400, "malformed JSON or invalid input (`fields` names each bad field)"),
-        (401, "no, unknown or revoked token"),
-        (403, "missing scope, or blocked by the receiver"),
-        (404, "no such id, or one another client owns"),
-        (411, "a chunked body without Content-Length"),
-        (413, "request body too large"),
-    ]
-}
-
-
-def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
 
 
 # -- messages --------------------------------------------------------------------------------------
@@ -87,7 +62,7 @@ class MessageRecallApi(ApiView):
     )
     def post(self, request: Request, msgkey: str) -> Response:
         key = path_ids(msgkey=msgkey)["msgkey"]
-        message = clients.message_recall_for_client(principal=principal(request), msgkey=key)
+        message = services.message_recall_for_client(principal=principal(request), msgkey=key)
         return Response(RecallOut(message).data)
 
 
@@ -190,19 +165,3 @@ class BlockApi(InboxApi):
         ids = path_ids(uid=uid, peer_uid=peer_uid)
         services.block_set(owner_uid=ids["uid"], blocked_uid=ids["peer_uid"], blocked=blocked)
         return Response(status=204)
-
-
-class UnreadApi(InboxApi):
-    """Unread counts: total, per category, and unread announcements."""
-
-    @extend_schema(operation_id="unread_summary", responses={200: UnreadOut, **ERRORS})
-    def get(self, request: Request, uid: str) -> Response:
-        owner = path_ids(uid=uid)["uid"]
-        prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
-        summary = unread_selectors.unread_summary(owner)
-        body = {
-            "total": summary.total,
-            "by_category": summary.by_category,
-            "announcements": unread_selectors.announcements_unread(owner),
-        }
-        return Response(UnreadOut(body).data)

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class MessagingConfig(AppConfig):
     name = "messaging"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Models must be loaded before these modules import them (hence not at the top).
+        from config import metrics
+        from messaging.convcache import prewarm
+
+        metrics.register_gauges(prewarm.gauges)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from messaging.errors import InvalidInput
+from api.errors import InvalidInput
 
 TEXT_MAX = 5000
 TITLE_MAX = 200

@@ -8,7 +8,9 @@
 - ``Conversation``: one per (owner, peer) side; ``mtime`` (ms) is bumped on every change and
   versions the cache tiers.
 - ``InboxRow``: the SQL inbox backend's timeline table, composite key (owner, peer, msgkey).
-- ``Follow``, ``Block``, ``Account`` (business/system senders), ``ApiClient`` and its senders.
+- ``Follow``, ``Block``, ``Account`` (business/system senders).
+- ``CacheHealth``: no table; the admin's page for the conversation-list cache's health (prewarm
+  outcomes and alert, big UPs), read live from Redis.
 """
 
 from __future__ import annotations
@@ -157,33 +159,11 @@ class Account(models.Model):
         return f"{self.name or self.uid} ({self.kind})"
 
 
-class Scope(models.TextChoices):
-    SEND = "send"
-    CAMPAIGNS = "campaigns"
-    INBOX = "inbox"
-    ANNOUNCE = "announce"
-
-
-class ApiClient(models.Model):
-    name = models.CharField(max_length=100, unique=True)
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    token_prefix = models.CharField(max_length=8, editable=False)
-    scopes = models.JSONField(default=list, help_text='e.g. ["send", "campaigns"]')
-    is_operator = models.BooleanField(default=False, help_text="may recall any message")
-    is_active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ApiClientSender(models.Model):
-    client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="senders")
-    uid = models.BigIntegerField()
-
+class CacheHealth(models.Model):
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["client", "uid"], name="uniq_client_sender")]
+        managed = False
+        verbose_name = "conversation cache health"
+        verbose_name_plural = "conversation cache health"
 
     def __str__(self) -> str:
-        return str(self.uid)
+        return "conversation cache health"

@@ -18,16 +18,19 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from api.auth import ApiPrincipal
+from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
+from api.models import Scope
 from config.redis import get_redis
-from messaging import convcache
 from messaging import msgkey as keys
 from messaging.content import validate_content
+from messaging.convcache import writer as convcache
 from messaging.conversations import (
     ConversationTouch,
     conversations_bump_many,
     conversations_touch_many,
 )
-from messaging.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
+from messaging.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
 from messaging.events import publish_into
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
@@ -41,7 +44,6 @@ from messaging.models import (
     Message,
     MessageStatus,
 )
-from unread.services import unread_add, unread_clear_all, unread_incr_many, unread_set
 
 RECALL_WINDOW = timedelta(minutes=2)
 # Messages that reach timelines by another route (a campaign's batches) are recalled there too:
@@ -197,6 +199,22 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
     for fanout in RECALL_FANOUTS:
         fanout(message)
     return message
+
+
+def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
+    """An operator client recalls anything; a ``send`` or ``campaigns`` client its own senders'
+    messages (a 1:1 message, or a campaign's: then every recipient's copy), within the window.
+
+    Another client's messages answer 404, like messages that do not exist.
+    """
+    if principal.is_operator:
+        return message_recall(msgkey=msgkey, actor_uid=None, operator=True)
+    if not {Scope.SEND, Scope.CAMPAIGNS} & set(principal.scopes):
+        raise Forbidden("Recall needs the 'send' or 'campaigns' scope, or an operator client.")
+    sender = Message.objects.filter(msgkey=msgkey).values_list("sender_uid", flat=True).first()
+    if sender is None or not principal.owns_sender(sender):
+        raise NotFound("No such message.")
+    return message_recall(msgkey=msgkey, actor_uid=sender)
 
 
 def _recall_copies(message: Message, receiver_uid: int) -> None:

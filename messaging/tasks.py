@@ -7,6 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from messaging import services
+from messaging.convcache import prewarm
 
 
 @shared_task(name="messaging.send", acks_late=True)
@@ -24,14 +25,10 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
 @shared_task(name="messaging.convcache_prewarm", acks_late=True)
 def convcache_prewarm(owner_uid: int) -> bool:
     """Build the owner's first CONVCACHE_SIZE conversations into HBase and Redis (idempotent)."""
-    from messaging.convcache import prewarm
-
     return prewarm.prewarm_owner(owner_uid)
 
 
 @shared_task(name="messaging.convcache_big_ups", acks_late=True)
 def convcache_big_ups() -> int:
     """Daily: recompute the big-UP sets (owners above BIG_UP_THRESHOLD conversations)."""
-    from messaging.convcache import prewarm
-
     return prewarm.compute_big_ups()

@@ -22,5 +22,4 @@ urlpatterns = [
     path(f"{CONV}/read", apis.ConversationReadApi.as_view(), name="conversation-read"),
     path(f"{USER}/messages", apis.UserMessagesApi.as_view(), name="user-messages"),
     path(f"{USER}/blocks/<str:peer_uid>", apis.BlockApi.as_view(), name="block"),
-    path(f"{USER}/unread", apis.UnreadApi.as_view(), name="unread"),
 ]

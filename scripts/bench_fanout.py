@@ -62,10 +62,10 @@ from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy  
 from config.celery import app  # noqa: E402
 from config.redis import get_redis  # noqa: E402
 from config.sqlvalues import int_rows  # noqa: E402
+from messaging.counters import keys as unread_keys  # noqa: E402
 from messaging.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
 from messaging.inbox.hbase import rowkey  # noqa: E402
 from messaging.models import Account  # noqa: E402
-from unread import keys as unread_keys  # noqa: E402
 
 
 def seed(sender: int, recipients: range) -> None:

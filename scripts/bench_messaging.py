@@ -350,7 +350,7 @@ def bench_http(
 
 
 def bench_client(users: Sequence[int]) -> str:
-    from messaging.clients import api_client_create
+    from api.clients import api_client_create
 
     _, token = api_client_create(
         name=f"bench-{time.time_ns()}", scopes=["send", "inbox"], sender_uids=users

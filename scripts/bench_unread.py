@@ -78,12 +78,12 @@ def prepare() -> str:
     django.setup()
     from django.core.management import call_command
 
+    from api.clients import api_client_create
+    from api.models import ApiClient
     from config.redis import get_redis
-    from messaging.clients import api_client_create
     from messaging.convcache import prewarm
-    from messaging.models import ApiClient
+    from messaging.counters.store import unread_incr_many
     from unread.announcements import announcement_publish
-    from unread.services import unread_incr_many
 
     call_command("migrate", verbosity=0)
     get_redis().flushdb()

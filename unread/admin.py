@@ -1,21 +1,17 @@
-"""Django admin of the unread app: announcements (published through the service, so the global
-clock and the Redis timeline are set) and the conversation-list cache's health page."""
+"""Django admin of the unread app: announcements, published through the service, so the global
+clock and the Redis timeline are set."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin
-from django.db.models import Model
 from django.forms import ModelForm
 from django.http import HttpRequest
-from django.template.response import TemplateResponse
 
-from messaging.convcache import prewarm
-from messaging.errors import InvalidInput
+from api.errors import InvalidInput
 from unread.announcements import announcement_publish
-from unread.models import Announcement, CacheHealth
+from unread.models import Announcement
 
 
 @admin.register(Announcement)
@@ -40,37 +36,3 @@ class AnnouncementAdmin(admin.ModelAdmin):
             self.message_user(request, f"Not published: {exc.detail}", level="error")
             return
         obj.pk, obj.published_ms = published.pk, published.published_ms
-
-
-@admin.register(CacheHealth)
-class CacheHealthAdmin(admin.ModelAdmin):
-    """Prewarm outcomes over the last hour, the alert, and the big-UP count (live from Redis)."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return bool(getattr(request.user, "is_staff", False))
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> TemplateResponse:
-        health = prewarm.health()
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Conversation cache health",
-            "opts": self.model._meta,
-            "health": health,
-            "failure_percent": round(100 * health.failure_rate, 1),
-            "threshold_percent": round(100 * health.threshold, 1),
-            "min_attempts": settings.PREWARM_ALERT_MIN_ATTEMPTS,
-            "big_ups": prewarm.big_ups_count(),
-            "big_up_threshold": settings.BIG_UP_THRESHOLD,
-        }
-        return TemplateResponse(request, "admin/unread/cache_health.html", context)

@@ -1,32 +1,25 @@
-"""Announcements HTTP API (API.md, "Announcements (all users)"): thin views over
-unread/announcements.py. ``POST /announcements`` needs the ``announce`` scope; the per-user
-list and mark-read endpoints need ``inbox``. Ids travel as strings."""
+"""Unread HTTP API (API.md): a user's unread summary (``GET /users/{uid}/unread``, scope ``inbox``;
+``unread/fastpath.py`` answers the same request faster in front of Django) and announcements
+(``POST /announcements`` needs ``announce``; the per-user list and mark-read need ``inbox``).
+Thin views over unread/selectors.py and unread/announcements.py. Ids travel as strings."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from messaging.api_base import ApiView
-from messaging.auth import principal
-from messaging.models import Scope
-from messaging.serializers import ERROR_SCHEMA, PAGE_MAX, IdField, path_ids
-from unread import announcements
-
-ERRORS = {
-    status: OpenApiResponse(ERROR_SCHEMA, description=what)
-    for status, what in [
-        (400, "malformed JSON or invalid input (`fields` names each bad field)"),
-        (401, "no, unknown or revoked token"),
-        (403, "missing scope"),
-        (413, "request body too large"),
-    ]
-}
+from api.auth import principal
+from api.fields import IdField, path_ids
+from api.models import Scope
+from api.paging import PAGE_MAX
+from api.views import ERRORS, ApiView, validated
+from messaging.convcache import prewarm
+from unread import announcements, selectors
 
 
 class PublishIn(serializers.Serializer):
@@ -63,10 +56,35 @@ class UnreadAnnouncementsOut(serializers.Serializer):
     unread = serializers.IntegerField()
 
 
-def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
+class UnreadByCategoryOut(serializers.Serializer):
+    followed = serializers.IntegerField()
+    stranger = serializers.IntegerField()
+    business = serializers.IntegerField()
+    system = serializers.IntegerField()
+
+
+class UnreadOut(serializers.Serializer):
+    total = serializers.IntegerField()
+    by_category = UnreadByCategoryOut()
+    announcements = serializers.IntegerField()
+
+
+class UnreadApi(ApiView):
+    """Unread counts: total, per category, and unread announcements."""
+
+    required_scope = Scope.INBOX
+
+    @extend_schema(operation_id="unread_summary", responses={200: UnreadOut, **ERRORS})
+    def get(self, request: Request, uid: str) -> Response:
+        owner = path_ids(uid=uid)["uid"]
+        prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
+        summary = selectors.unread_summary(owner)
+        body = {
+            "total": summary.total,
+            "by_category": summary.by_category,
+            "announcements": announcements.announcements_unread(owner),
+        }
+        return Response(UnreadOut(body).data)
 
 
 class AnnouncementPublishApi(ApiView):

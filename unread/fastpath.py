@@ -1,7 +1,7 @@
 """The unread fast path: ``GET /api/v1/users/{uid}/unread`` answered on the event loop, in front of
 Django (``config.asgi``), in one Redis round trip and with no SQL.
 
-Contract: a client cannot tell it from ``messaging.apis.UnreadApi`` except by speed: same status,
+Contract: a client cannot tell it from ``unread.apis.UnreadApi`` except by speed: same status,
 body and headers. It answers only what it can answer completely, a 200, and hands everything else
 to Django untouched (Django then answers exactly as before, and warms what was cold):
 - anything but ``GET`` of the route with a uid of 1 to 19 digits in 1 .. 2^63-1, no body, no
@@ -9,7 +9,7 @@ to Django untouched (Django then answers exactly as before, and warms what was c
 - a Host that ALLOWED_HOSTS refuses, or an Accept header other than none, ``*/*``,
   ``application/*`` or ``application/json`` (DRF's negotiation judges those);
 - an Authorization header that is not one ``Bearer <token>`` whose principal this process cached
-  (``messaging.auth.cached_principal``) under the current clients' generation, with the ``inbox``
+  (``api.auth.cached_principal``) under the current clients' generation, with the ``inbox``
   scope: so 401 and 403, a revoked client or a rotated token (the generation moved) reach Django;
 - Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
 - settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
@@ -44,14 +44,15 @@ from django.db import connections
 from django.http.request import split_domain_port, validate_host
 from django.urls import resolve, reverse
 
+from api.auth import MAX_TOKEN_CHARS, cached_principal
+from api.clients import GENERATION_KEY
+from api.fields import ID_PATTERN, MAX_ID
+from api.models import Scope
 from config.redis_mux import MuxRedis, RedisUnavailable
-from messaging.auth import MAX_TOKEN_CHARS, cached_principal
-from messaging.clients import GENERATION_KEY
 from messaging.convcache import prewarm
-from messaging.models import Scope
-from messaging.serializers import ID_PATTERN, MAX_ID
-from unread import announcements, keys
-from unread.selectors import CATEGORIES
+from messaging.counters import keys
+from messaging.counters.store import CATEGORIES
+from unread import announcements
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -71,8 +72,8 @@ KNOWN_MIDDLEWARE = [
 ]
 # What the DRF view applies besides its body; the fast path does the same (401/403 by handing on).
 VIEW_POLICY = {
-    "authentication_classes": ["messaging.auth.BearerTokenAuthentication"],
-    "permission_classes": ["messaging.auth.IsApiClient"],
+    "authentication_classes": ["api.auth.BearerTokenAuthentication"],
+    "permission_classes": ["api.auth.IsApiClient"],
     "renderer_classes": ["rest_framework.renderers.JSONRenderer"],
     "throttle_classes": [],
     "required_scope": Scope.INBOX,

@@ -3,8 +3,6 @@
 - ``Announcement``: a message to all users, stored once. ``published_ms`` is its place on the
   global announcement clock (strictly increasing, issued by Redis) and what each user's single
   read mark is compared with; publishing writes nothing per user (unread/announcements.py).
-- ``CacheHealth``: no table; it gives the admin a page for the conversation-list cache's health
-  (prewarm outcomes and alert, big UPs), read live from Redis.
 """
 
 from __future__ import annotations
@@ -23,13 +21,3 @@ class Announcement(models.Model):
 
     def __str__(self) -> str:
         return f"announcement {self.pk} at {self.published_ms}"
-
-
-class CacheHealth(models.Model):
-    class Meta:
-        managed = False
-        verbose_name = "conversation cache health"
-        verbose_name_plural = "conversation cache health"
-
-    def __str__(self) -> str:
-        return "conversation cache health"

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from django.db.models import F
 
 from config.redis import get_redis
+from messaging.counters import keys
+from messaging.counters.store import Replaced, unread_replace
 from messaging.inbox import get_inbox
 from messaging.models import Conversation
-from unread import keys
-from unread.services import Replaced, unread_replace
 
 OWNER_CHUNK = 1000
 

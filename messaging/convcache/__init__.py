@@ -12,27 +12,9 @@ pages) as packed summaries versioned by the conversation's ``mtime``:
 - build.py      (re)builds from MySQL; prewarm.py big UPs, triggers, prewarm health
 - pools.py      the bounded thread pools of the hedged reader and background rebuilds
 
-Public API: ``conversation_page`` (messaging.selectors.conversation_list routes through it),
-``refresh`` / ``forget`` / ``invalidate`` (messaging.services, after each mutation) and
-``prewarm.on_unread_request`` (the unread-count view).
+Entry points: ``reader.conversation_page`` (``messaging.selectors.conversation_list`` routes
+through it), ``writer.refresh`` / ``forget`` / ``invalidate`` (``messaging.services``, after each
+mutation) and ``prewarm.on_unread_request`` (the unread-count view). Every tier builds on the read
+model of ``messaging.convlist`` (page item, cursor, summary, the MySQL pager) and imports nothing
+above it, so the package has no import cycle.
 """
-
-from __future__ import annotations
-
-from django.conf import settings
-
-from messaging.convcache.writer import forget, invalidate, refresh
-from messaging.selectors import ConversationPage
-
-__all__ = ["conversation_page", "forget", "invalidate", "refresh"]
-
-
-def conversation_page(
-    owner: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
-) -> ConversationPage | None:
-    """A page of the owner's list from the cache tiers; None when the cache is switched off."""
-    if not settings.CONVCACHE_ENABLED:
-        return None
-    from messaging.convcache import reader
-
-    return reader.conversation_page(owner, category=category, cursor=cursor, limit=limit)

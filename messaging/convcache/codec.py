@@ -16,12 +16,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from messaging import msgkey as keys
-from messaging.content import preview as content_preview
-from messaging.models import Conversation, Message, MessageStatus
-from messaging.selectors import ConversationItem
-
-RECALLED_PREVIEW = "[recalled]"
+from messaging.convlist import ConversationItem, Cursor, last_message, message_preview
+from messaging.models import Conversation, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +55,9 @@ def parse_member(value: str) -> tuple[int, int]:
     return int(value[:16], 16), int(value[16:], 16)
 
 
-def cursor_member(cursor: str | None) -> str:
-    """A list cursor ``<sort_key>:<peer_uid>`` as a zset member ('' for the first page)."""
-    if not cursor:
-        return ""
-    sort_key, _, peer = cursor.partition(":")
-    return member(int(sort_key), int(peer))
+def cursor_member(cursor: Cursor | None) -> str:
+    """A list cursor as a zset member ('' for the first page)."""
+    return "" if cursor is None else member(cursor.sort_key, cursor.peer)
 
 
 def encode(s: Summary) -> bytes:
@@ -106,9 +99,7 @@ def from_row(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
     message = messages.get(conv.last_msgkey)
     sender = preview = None
     if message is not None:
-        sender = message.sender_uid
-        recalled = message.status == MessageStatus.RECALLED
-        preview = RECALLED_PREVIEW if recalled else content_preview(message.type, message.body)
+        sender, preview = message.sender_uid, message_preview(message)
     return Summary(
         conv.peer_uid,
         conv.mtime,
@@ -126,12 +117,7 @@ def from_row(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
 def to_item(s: Summary, unread: int) -> ConversationItem:
     last = None
     if s.sender_uid is not None:
-        last = {
-            "msgkey": s.last_msgkey,
-            "sender_uid": s.sender_uid,
-            "preview": s.preview,
-            "created_at": keys.created_at(s.last_msgkey).isoformat(),
-        }
+        last = last_message(s.last_msgkey, s.sender_uid, s.preview)
     return ConversationItem(
         s.peer, s.category, unread, last, s.sort_key, s.pinned, s.muted, s.mtime
     )

@@ -1,10 +1,5 @@
-"""Tier 3 of the conversation-list read path: MySQL, the truth.
-
-Reads walk the ``(owner_uid, sort_key)`` index (or ``(owner_uid, category, sort_key)``) with
-``ORDER BY sort_key DESC LIMIT n``: no filesort, however many conversations the owner has. The
-list order is (sort_key, peer_uid) descending; asking SQL for it would make MySQL sort all of the
-owner's rows (200,000 for the largest accounts) for every page, so the peer tie-break is applied
-here, after one more indexed lookup of the rows that tie with the last one (in practice none).
+"""Tier 3 of the conversation-list read path: MySQL, the truth, read through the one indexed
+pager of the read model (``messaging.convlist.top``).
 """
 
 from __future__ import annotations
@@ -12,39 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 
 from messaging.convcache import codec
 from messaging.convcache.codec import Fill, Packed, Summary
+from messaging.convlist import messages_by_key, top
 from messaging.models import Conversation
-from messaging.selectors import ConversationPage, items_for, messages_by_key
-
-Cursor = tuple[int, int]  # (sort_key, peer_uid) of the last item served
-
-
-def top(
-    owner: int, n: int, *, after: Cursor | None = None, category: str | None = None
-) -> tuple[list[Conversation], bool]:
-    """The first ``n`` conversations after ``after`` in list order, and whether more follow."""
-    qs = Conversation.objects.filter(owner_uid=owner)
-    if category:
-        qs = qs.filter(category=category)
-    rows: list[Conversation] = []
-    if after is not None:
-        rows += qs.filter(sort_key=after[0], peer_uid__lt=after[1]).order_by("-peer_uid")[: n + 1]
-        qs = qs.filter(sort_key__lt=after[0])
-    if len(rows) <= n:
-        rest = list(qs.order_by("-sort_key")[: n + 1 - len(rows)])
-        rows += rest + _ties(qs, rest)
-    rows = sorted(set(rows), key=lambda c: (c.sort_key, c.peer_uid), reverse=True)
-    return rows[:n], len(rows) > n
-
-
-def _ties(qs: QuerySet[Conversation], rest: list[Conversation]) -> list[Conversation]:
-    """Rows sharing the last row's sort key, which LIMIT may have cut in an arbitrary place."""
-    if not rest:
-        return []
-    return list(qs.filter(sort_key=rest[-1].sort_key).order_by("-peer_uid")[: len(rest)])
 
 
 def summaries(rows: Sequence[Conversation]) -> list[Summary]:
@@ -87,14 +55,3 @@ def _pairs_filter(pairs: Sequence[tuple[int, int]]) -> Q:
         for owner, peers in by_owner.items():
             q |= Q(owner_uid=owner, peer_uid__in=peers)
     return q
-
-
-def page(owner: int, *, category: str | None, cursor: str | None, limit: int) -> ConversationPage:
-    """One page straight from MySQL (pages past the cached prefix, or no cache at all)."""
-    after = None
-    if cursor:
-        sort_key, _, peer = cursor.partition(":")
-        after = (int(sort_key), int(peer))
-    rows, more = top(owner, limit, after=after, category=category)
-    next_cursor = f"{rows[-1].sort_key}:{rows[-1].peer_uid}" if more and rows else None
-    return ConversationPage(items_for(owner, rows), next_cursor)

@@ -24,8 +24,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db.models import Count
+from prometheus_client.core import GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
 from config import metrics
@@ -40,6 +42,7 @@ WINDOW_BUCKETS = 6  # the failure rate is taken over the last hour
 ALERT_EVERY_S = 300
 SADD_CHUNK = 1000
 BIG_UPS_RECHECK_S = 30.0
+PREWARM_TASK = "messaging.convcache_prewarm"  # messaging/tasks.py
 
 
 # -- triggers --------------------------------------------------------------------------------
@@ -103,10 +106,8 @@ def trigger(owner: int, *, reason: str, claimed: bool = False) -> bool:
     marker = keys.prewarm_marker(owner)
     if not claimed and not get_redis().set(marker, 1, nx=True, ex=settings.PREWARM_WINDOW_S):
         return False
-    from messaging.tasks import convcache_prewarm  # tasks import services, which import us
-
-    try:
-        convcache_prewarm.delay(owner)
+    try:  # by name: the task module builds on this one
+        current_app.send_task(PREWARM_TASK, args=[owner])
     except Exception:
         log.warning("convcache: could not enqueue a prewarm of %s", owner, exc_info=True)
         get_redis().delete(marker)
@@ -162,6 +163,20 @@ def _replace_set(pipe: Any, key: str, members: list[int]) -> None:
 
 def big_ups_count() -> int:
     return int(get_redis().hget(keys.BIG_UPS_META, "count") or 0)
+
+
+def gauges() -> list[Metric]:
+    """Read at each /metrics scrape (registered by messaging's AppConfig.ready)."""
+    return [
+        GaugeMetricFamily(
+            metrics.PREFIX + "prewarm_failure_ratio",
+            "Prewarm failures / finished, last hour.",
+            value=health().failure_rate,
+        ),
+        GaugeMetricFamily(
+            metrics.PREFIX + "big_ups", "Owners in the big-UP sets.", value=big_ups_count()
+        ),
+    ]
 
 
 # -- health ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The conversation-list read path: Redis → HBase (hedged with MySQL) → MySQL.
 
-``conversation_page`` answers a page of ``messaging.selectors.conversation_list``:
+``conversation_page`` answers a page of ``messaging.selectors.conversation_list``
+(items, cursor and summaries are the read model of ``messaging.convlist``):
 
 1. Redis: one script call returns the page and its unread counts. A page that leaves the cached
    prefix (past the first CONVCACHE_SIZE conversations) reads MySQL directly, through its index.
@@ -31,11 +32,12 @@ from django.db import connection
 from redis.exceptions import RedisError
 
 from config import metrics
-from messaging.convcache import build, codec, hbase_tier, mysql_tier, redis_tier
+from messaging import convlist
+from messaging.convcache import build, codec, hbase_tier, redis_tier
 from messaging.convcache.codec import Fill, Summary
 from messaging.convcache.pools import in_thread_with_db, pool
-from messaging.selectors import ConversationPage
-from unread.selectors import unread_for_peers
+from messaging.convlist import ConversationPage, Cursor
+from messaging.counters.store import unread_for_peers
 
 log = logging.getLogger(__name__)
 HBASE_THREADS = 4
@@ -48,9 +50,9 @@ def conversation_page(
     owner: int, *, category: str | None, cursor: str | None, limit: int
 ) -> ConversationPage:
     def from_mysql() -> ConversationPage:
-        return mysql_tier.page(owner, category=category, cursor=cursor, limit=limit)
+        return convlist.mysql_page(owner, category=category, cursor=cursor, limit=limit)
 
-    want, at = limit + 1, codec.cursor_member(cursor)
+    want, at = limit + 1, codec.cursor_member(Cursor.parse(cursor))
     try:
         found = redis_tier.read(owner, cursor=at, want=want, category=category)
     except RedisError:
@@ -89,7 +91,7 @@ def _page(
         unread = [counts.get(s.peer, 0) for s in shown]
     items = [codec.to_item(s, n) for s, n in zip(shown, unread, strict=False)]
     last = shown[-1] if shown else None
-    next_cursor = f"{last.sort_key}:{last.peer}" if last and len(entries) > limit else None
+    next_cursor = str(Cursor(last.sort_key, last.peer)) if last and len(entries) > limit else None
     return ConversationPage(items, next_cursor)
 
 

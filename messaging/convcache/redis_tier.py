@@ -30,7 +30,7 @@ from config.redis import get_redis
 from messaging import msgkey as clock
 from messaging.convcache import codec, keys, lua
 from messaging.convcache.codec import Fill, Summary
-from unread import keys as unread_keys
+from messaging.counters import keys as unread_keys
 
 FILL_DEADLINE_MS = 30_000
 BURST_WINDOW_S = 60

@@ -10,9 +10,9 @@ from django.utils import timezone
 from bulk import services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
 from config.redis import get_redis
+from messaging.counters import keys as unread_keys
 from messaging.inbox import get_inbox
 from messaging.models import Account, Block, Conversation, Follow
-from unread import keys as unread_keys
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.utils import timezone
 
+from api.models import Scope
 from bulk import services
 from bulk.models import (
     Audience,
@@ -28,9 +29,9 @@ from bulk.models import (
     SenderPolicy,
 )
 from messaging.inbox import get_inbox
-from messaging.models import Account, Block, Conversation, Follow, Message, Scope
+from messaging.models import Account, Block, Conversation, Follow, Message
+from tests.api.factories import API, Api, ClientApi, inbox_api, make_api
 from tests.conftest import wait_for
-from tests.messaging.api_factories import API, Api, ClientApi, inbox_api, make_api
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db

@@ -12,12 +12,12 @@ from bulk import recall, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
 from messaging import inbox as inbox_module
 from messaging import selectors
+from messaging.counters.store import unread_for_peers, unread_summary
 from messaging.inbox import get_inbox
 from messaging.inbox.base import FLAG_RECALLED
 from messaging.models import Message, MessageStatus
 from messaging.services import conversation_mark_read, message_recall
 from tests.bulk.helpers import Scenario, business_with_followers, launch, run_synchronously
-from unread.selectors import unread_for_peers, unread_summary
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from messaging.clients import api_clients_revoke
+from api.clients import api_clients_revoke
+from messaging.counters.store import unread_incr_many
+from tests.api.factories import inbox_api
 from tests.conftest import ROOT
-from tests.messaging.api_factories import inbox_api
-from unread.services import unread_incr_many
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from messaging.inbox import _cached
 from messaging.models import Account, Follow, Message, MessageStatus
-from tests.messaging.api_factories import Api, inbox_api, make_api, send_api
+from tests.api.factories import Api, inbox_api, make_api, send_api
 from unread.rebuild import unread_rebuild_many
 
 pytestmark = pytest.mark.django_db

@@ -24,13 +24,14 @@ from django.utils import timezone
 
 from config import hbase, metrics
 from config.redis import get_redis
+from messaging import convlist, selectors, services
 from messaging import msgkey as keys
-from messaging import selectors, services
-from messaging.convcache import codec, hbase_tier, mysql_tier, reader, redis_tier
+from messaging.convcache import codec, hbase_tier, reader, redis_tier
 from messaging.convcache.codec import Fill, Summary
+from messaging.convlist import Cursor
+from messaging.counters.store import unread_incr_many
 from messaging.models import Conversation, Message
 from tests.conftest import wait_for
-from unread.services import unread_incr_many
 
 Uids = Callable[[int], list[int]]
 CATEGORIES = ("followed", "stranger", "business", "system")
@@ -421,10 +422,10 @@ def test_mysql_pages_keep_peer_order_within_one_sort_key(uid: int, uids: Uids) -
         )
         for p in peers
     )
-    rows, more = mysql_tier.top(uid, 3)
+    rows, more = convlist.top(uid, 3)
     assert [r.peer_uid for r in rows] == peers[::-1][:3]
     assert more
-    rows, more = mysql_tier.top(uid, 3, after=(msgkey, peers[4]))
+    rows, more = convlist.top(uid, 3, after=Cursor(msgkey, peers[4]))
     assert [r.peer_uid for r in rows] == peers[::-1][3:6]
     assert more
     assert every_page(uid, limit=2) == truth(uid, limit=2)

@@ -14,8 +14,8 @@ from config import hbase, metrics
 from config.redis import get_redis
 from messaging import selectors, tasks
 from messaging.convcache import hbase_tier, keys, prewarm, redis_tier
+from tests.api.factories import inbox_api
 from tests.conftest import wait_for
-from tests.messaging.api_factories import inbox_api
 from tests.messaging.test_convcache import counter, seed, send
 
 Uids = Callable[[int], list[int]]
@@ -156,6 +156,6 @@ def test_a_failure_rate_over_the_threshold_is_logged_and_shown_in_admin(
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1  # logged once, not once per failure
     assert "exceeds 50%" in errors[0].getMessage()
-    page = admin_client.get("/admin/unread/cachehealth/")
+    page = admin_client.get("/admin/messaging/cachehealth/")
     assert page.status_code == 200
     assert b"Prewarm failure rate 75.0%" in page.content

@@ -17,12 +17,12 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from messaging import selectors, services
-from messaging.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from messaging.inbox import _cached, get_inbox
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 from messaging.models import Account, ClientMessage, Conversation, Follow, Message
-from tests.unread.test_services import assert_consistent
+from tests.messaging.test_counters import assert_consistent
 from unread.rebuild import unread_rebuild_many
 from unread.selectors import unread_summary
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from api.models import Scope
 from config.redis import get_redis
-from messaging.models import Scope
-from tests.messaging.api_factories import ClientApi, inbox_api, make_api
+from tests.api.factories import ClientApi, inbox_api, make_api
 from unread import announcements
 from unread.selectors import announcements_unread
 

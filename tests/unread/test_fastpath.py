@@ -22,19 +22,19 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from rest_framework.throttling import AnonRateThrottle
 
+from api.clients import api_client_rotate_token, api_clients_revoke
+from api.models import Scope
 from config import metrics
 from config.redis import get_redis
 from config.redis_mux import MuxRedis
-from messaging.apis import UnreadApi
-from messaging.clients import api_client_rotate_token, api_clients_revoke
 from messaging.convcache import keys as convcache_keys
 from messaging.convcache import prewarm
-from messaging.models import Scope
-from tests.messaging.api_factories import ClientApi, inbox_api, make_api
+from messaging.counters.store import unread_incr_many
+from tests.api.factories import ClientApi, inbox_api, make_api
 from tests.messaging.test_convcache import seed
 from unread import announcements
+from unread.apis import UnreadApi
 from unread.fastpath import KNOWN_MIDDLEWARE, UnreadFastPath, unsupported_settings
-from unread.services import unread_incr_many
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]

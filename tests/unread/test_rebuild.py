@@ -11,10 +11,10 @@ from django.core.management.base import CommandError
 
 from config.redis import get_redis
 from messaging import services
-from tests.unread.test_services import assert_consistent
+from messaging.counters.store import unread_incr, unread_set
+from tests.messaging.test_counters import assert_consistent
 from unread import rebuild
 from unread.selectors import unread_summary
-from unread.services import unread_incr, unread_set
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]

@@ -23,12 +23,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.exceptions import ValidationError
 
+from api.errors import MissiveError
+from api.exceptions import flatten
 from bulk import audiences, selectors
 from bulk.management.commands.campaign_watch import console_for, positive_float, watch
 from bulk.models import Audience, Campaign
 from bulk.serializers import CampaignCreateIn, upload_lines
-from config.exceptions import flatten
-from messaging.errors import MissiveError
 
 CHUNK_BYTES = 64 * 1024
 FILTERS = ("followed_after", "followed_before", "exclude_uids")

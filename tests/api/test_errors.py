@@ -14,12 +14,13 @@ from django.http import Http404
 from django.test import RequestFactory
 from django.utils import timezone
 
-from config.exceptions import api_exception_handler, api_server_error, flatten
+from api.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
+from api.errors import Conflict, RateLimited, TooLarge
+from api.exceptions import api_exception_handler, api_server_error, flatten
+from api.models import ApiClient
 from config.redis import get_redis
-from messaging.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
-from messaging.errors import Conflict, RateLimited, TooLarge
-from messaging.models import ApiClient, ClientMessage, Message
-from tests.messaging.api_factories import Api, inbox_api, make_api, send_api
+from messaging.models import ClientMessage, Message
+from tests.api.factories import Api, inbox_api, make_api, send_api
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""Unread counters: every change goes through one Lua script, so totals equal their parts.
+"""Unread counters: writes (each one Lua script, so totals equal their parts) and reads (one
+HGETALL or HMGET per request).
 
 Plural first: ``unread_incr_many`` counts one message for many owners in one round trip (a bulk
 batch: a few script calls in one pipeline); a 1:1 send is a fan-out of one. ``marker`` names the
@@ -9,11 +10,11 @@ changes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from config.redis import get_redis
-from unread import keys, lua
+from messaging.counters import keys, lua
 
 MARKER_TTL_S = 7 * 24 * 3600
 # Owners go to the script in this many groups (uid mod SLICES), all in one pipeline: one call held
@@ -83,3 +84,35 @@ def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int]]) ->
     args = [v for peer, category, n in counts for v in (peer, category, n)]
     old, new, changed, drift = lua.call("replace", [keys.unread(owner_uid)], args)
     return Replaced(int(old), int(new), int(changed), int(drift))
+
+
+# -- reads -----------------------------------------------------------------------------------
+CATEGORIES = ("followed", "stranger", "business", "system")
+
+
+@dataclass(frozen=True)
+class UnreadSummary:
+    total: int
+    by_category: dict[str, int]
+    by_peer: dict[int, int] = field(default_factory=dict)
+
+
+def unread_summary(uid: int) -> UnreadSummary:
+    # the client is created without decode_responses: names and values are bytes
+    raw = cast("dict[bytes, bytes]", get_redis().hgetall(keys.unread(uid)))
+    by_category = dict.fromkeys(CATEGORIES, 0)
+    by_peer: dict[int, int] = {}
+    for name, value in raw.items():
+        if name.startswith(keys.CATEGORY_PREFIX):
+            by_category[name[2:].decode()] = int(value)
+        elif name.startswith(keys.PEER_PREFIX):
+            by_peer[int(name[2:])] = int(value)
+    return UnreadSummary(int(raw.get(keys.TOTAL, 0)), by_category, by_peer)
+
+
+def unread_for_peers(uid: int, peer_uids: Sequence[int]) -> dict[int, int]:
+    if not peer_uids:
+        return {}
+    fields = [keys.PEER_PREFIX + str(p).encode() for p in peer_uids]
+    values = get_redis().hmget(keys.unread(uid), fields)
+    return {p: int(v or 0) for p, v in zip(peer_uids, values, strict=True)}

@@ -1,11 +1,12 @@
-"""Redis key formats of the unread app. Per-user keys carry the ``{u:<uid>}`` hash tag.
+"""Redis key formats of the unread counters. Per-user keys carry the ``{u:<uid>}`` hash tag.
 
 unread:{u:<uid>}   hash: ``t`` total, ``c:<category>`` per-category total, ``p:<peer>`` per
                    conversation, ``k:<peer>`` the category that conversation's count is filed
                    under (so a conversation whose category changes moves its whole count).
-                   Changed only by the Lua scripts in unread/lua, so ``t`` always equals the sum
-                   of the ``p:`` fields and of the ``c:`` fields, and no field is negative; zero
-                   fields are deleted, so the hash holds only conversations with something unread.
+                   Changed only by the Lua scripts in messaging/counters/lua, so ``t`` always
+                   equals the sum of the ``p:`` fields and of the ``c:`` fields, and no field is
+                   negative; zero fields are deleted, so the hash holds only conversations with
+                   something unread.
 """
 
 from __future__ import annotations

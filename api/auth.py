@@ -5,13 +5,13 @@ inactive or revoked → 401). The authenticated principal (``request.auth``) car
 scopes; sender ownership is looked up when an endpoint needs it.
 
 Principals are cached per process by token hash, tagged with the clients' generation
-(``messaging.clients.api_clients_generation``, one Redis GET per request): a revoke, a token
+(``api.clients.api_clients_generation``, one Redis GET per request): a revoke, a token
 rotation or an admin edit bumps it and takes effect on the next request everywhere. This replaces
 a MySQL query per request, which dominated the cost of the hot read endpoints (BENCHMARKS.md).
 
 ``require_scope`` answers 403 without the scope; ``require_sender`` answers 404 for a uid that is
 not one of the client's senders: a client never sees what another client's senders own, so those
-ids look exactly like ids that do not exist. ``messaging.api_base.ApiView`` applies the scope.
+ids look exactly like ids that do not exist. ``api.views.ApiView`` applies the scope.
 
 DRF imports this module while it loads its own settings, so it must not import
 ``rest_framework.views`` (nor anything that does).
@@ -28,12 +28,12 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from messaging.clients import api_clients_generation, token_hash
-from messaging.errors import Forbidden, NotFound
-from messaging.models import ApiClient, ApiClientSender
+from api.clients import api_clients_generation, token_hash
+from api.errors import Forbidden, NotFound
+from api.models import ApiClient, ApiClientSender
 
 MAX_TOKEN_CHARS = 256
-CACHE_TTL_S = 300  # a safety net only: changes made through messaging.clients apply at once
+CACHE_TTL_S = 300  # a safety net only: changes made through api.clients apply at once
 CACHE_MAX = 10_000
 
 

@@ -6,16 +6,17 @@ from collections.abc import Callable
 from typing import cast
 
 from config.redis import get_redis
-from unread import keys
-from unread.selectors import unread_for_peers, unread_summary
-from unread.services import (
+from messaging.counters import keys
+from messaging.counters.store import (
     Replaced,
     unread_add,
     unread_clear_all,
+    unread_for_peers,
     unread_incr,
     unread_incr_many,
     unread_replace,
     unread_set,
+    unread_summary,
 )
 
 Uids = Callable[[int], list[int]]

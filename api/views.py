@@ -1,9 +1,10 @@
-"""The base of every Missive API view: token auth, one scope, JSON bodies of bounded size.
+"""The base of every Missive API view: token auth, one scope, JSON bodies of bounded size, request
+validation, and the error responses every operation documents.
 
 ``ApiView`` subclasses set ``required_scope`` (403 without it); bodies are JSON only (415
 otherwise), carry a Content-Length (411 for a chunked body: WSGI would hand none of it over) and
 are at most ``max_body_bytes`` (413 beyond, before anything is parsed). Views of
-other apps extend it too (``from messaging.api_base import ApiView``).
+other apps extend it too (``from api.views import ApiView``).
 """
 
 from __future__ import annotations
@@ -12,15 +13,55 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from messaging.auth import require_scope
-from messaging.errors import LengthRequired, TooLarge
+from api.auth import require_scope
+from api.errors import LengthRequired, TooLarge
 
 JSON_BODY_MAX = 64 * 1024
+
+# The error body (api.exceptions) as OpenAPI: a serializer cannot declare a "fields" field.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "example": "invalid"},
+        "detail": {"type": "string"},
+        "fields": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    "required": ["error", "detail"],
+}
+
+
+def error_responses(what: Mapping[int, str]) -> dict[int, OpenApiResponse]:
+    """OpenAPI responses in the error shape, one per status."""
+    return {
+        status: OpenApiResponse(ERROR_SCHEMA, description=text) for status, text in what.items()
+    }
+
+
+# The failures every operation can answer with.
+ERRORS = error_responses(
+    {
+        400: "malformed JSON or invalid input (`fields` names each bad field)",
+        401: "no, unknown or revoked token",
+        403: "missing scope, or blocked by the receiver",
+        404: "no such id, or one another client owns",
+        411: "a chunked body without Content-Length",
+        413: "request body too large",
+    }
+)
+
+
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """The serializer's validated data, or 400 naming each bad field (api.exceptions)."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
 
 
 class StrictJSONParser(JSONParser):
@@ -70,9 +111,9 @@ class ApiView(APIView):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    """Documents ``messaging.auth.BearerTokenAuthentication`` in the OpenAPI schema."""
+    """Documents ``api.auth.BearerTokenAuthentication`` in the OpenAPI schema."""
 
-    target_class = "messaging.auth.BearerTokenAuthentication"
+    target_class = "api.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -1,5 +1,4 @@
-"""API clients: token issue and revocation (operators drive these from Django admin), and what
-a client may do beyond its scopes (recall).
+"""API clients: token issue, rotation and revocation (operators drive these from Django admin).
 
 A token is ``msv_`` + 43 url-safe characters (256 random bits). Only its sha256 is stored
 (``ApiClient.token_hash``), with the first 8 characters (``token_prefix``) kept for display, so
@@ -7,7 +6,7 @@ the plain token exists once: in the answer to the create or rotate that issued i
 
 Redis ``apiclients:gen`` (a random token) versions every client: any change to a client (revoke,
 rotate, an admin edit) bumps it, and processes drop the principals they cached
-(``messaging.auth``). Code that changes ``ApiClient`` rows directly must call
+(``api.auth``). Code that changes ``ApiClient`` rows directly must call
 ``api_clients_changed()``.
 """
 
@@ -16,19 +15,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from api.models import ApiClient, ApiClientSender, Scope
 from config.redis import get_redis
-from messaging.errors import Forbidden, NotFound
-from messaging.models import ApiClient, ApiClientSender, Message, Scope
-from messaging.services import message_recall
-
-if TYPE_CHECKING:
-    from messaging.auth import ApiPrincipal
 
 TOKEN_PREFIX = "msv_"
 PREFIX_CHARS = 8
@@ -105,19 +98,3 @@ def api_clients_revoke(*, client_ids: Iterable[int]) -> int:
     )
     api_clients_changed()
     return count
-
-
-def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
-    """An operator client recalls anything; a ``send`` or ``campaigns`` client its own senders'
-    messages (a 1:1 message, or a campaign's: then every recipient's copy), within the window.
-
-    Another client's messages answer 404, like messages that do not exist.
-    """
-    if principal.is_operator:
-        return message_recall(msgkey=msgkey, actor_uid=None, operator=True)
-    if not {Scope.SEND, Scope.CAMPAIGNS} & set(principal.scopes):
-        raise Forbidden("Recall needs the 'send' or 'campaigns' scope, or an operator client.")
-    sender = Message.objects.filter(msgkey=msgkey).values_list("sender_uid", flat=True).first()
-    if sender is None or not principal.owns_sender(sender):
-        raise NotFound("No such message.")
-    return message_recall(msgkey=msgkey, actor_uid=sender)

@@ -1,4 +1,4 @@
-"""Registered Lua scripts of the unread app (``unread/lua/*.lua``)."""
+"""Registered Lua scripts of the unread counters (``messaging/counters/lua/*.lua``)."""
 
 from pathlib import Path
 

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 from rest_framework.test import APIClient
 
-from messaging.clients import api_client_create
-from messaging.models import ApiClient, Scope
+from api.clients import api_client_create
+from api.models import ApiClient, Scope
 
 API = "/api/v1"
 _cmids = itertools.count(1)

@@ -2,7 +2,7 @@
 
 | raised | status | error |
 | --- | --- | --- |
-| ``messaging.errors.MissiveError`` subclasses | their own | their own (``Retry-After`` on 429) |
+| ``api.errors.MissiveError`` subclasses | their own | their own (``Retry-After`` on 429) |
 | DRF ``ValidationError`` | 400 | ``invalid``, ``fields`` flattened to ``{"a.b": "message"}`` |
 | DRF ``ParseError`` (bad JSON) | 400 | ``malformed_json`` |
 | no token / bad token | 401 | ``unauthorized`` (with ``WWW-Authenticate``) |
@@ -29,7 +29,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from messaging.errors import MissiveError, RateLimited
+from api.errors import MissiveError, RateLimited
 
 DRF_CODES: dict[type[drf.APIException], str] = {
     drf.ParseError: "malformed_json",
