@@ -18,6 +18,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
+from messaging import msgkey as keys
 from messaging import selectors, services
 from messaging.inbox import _cached, get_inbox
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
@@ -421,3 +422,51 @@ def test_unread_totals_equal_their_parts_and_the_truth_after_random_actions(uids
             }
 
     assert unread_rebuild_many(users).total_drift == 0
+
+
+# -- the write paths, pinned by query count ----------------------------------------------------
+# Inside a test the transaction's BEGIN/COMMIT show as SAVEPOINT/RELEASE, and count.
+def text(body: str) -> dict[str, str]:
+    return {"type": "text", "text": body}
+
+
+def inbox_queries(backend: str) -> int:
+    """The SQL inbox writes its rows in one statement; HBase takes them over Thrift."""
+    return 1 if backend == "sql" else 0
+
+
+def test_a_send_costs_fourteen_queries_plus_the_inbox_and_a_replay_two(
+    backend: str, uids: Uids, django_assert_num_queries: Any
+) -> None:
+    alice, bob = uids(2)
+    services.message_send(
+        sender_uid=alice, receiver_uid=bob, content=text("warm"), client_msg_id="w"
+    )
+    # idempotency lookup, block check, savepoint, ledger row, content row, release, the two
+    # sides' categories (account + follow each), savepoint, [inbox rows of both sides, one
+    # statement], conversations (both sides, one upsert), release, ledger marked delivered
+    with django_assert_num_queries(14 + inbox_queries(backend)):
+        services.message_send(
+            sender_uid=alice, receiver_uid=bob, content=text("hi"), client_msg_id="c"
+        )
+    with django_assert_num_queries(2):  # the ledger row and the content: nothing is re-sent
+        replay = services.message_send(
+            sender_uid=alice, receiver_uid=bob, content=text("hi"), client_msg_id="c"
+        )
+    assert not replay.created
+
+
+@pytest.mark.parametrize("receivers", [10, 500])
+def test_deliver_many_costs_three_queries_plus_the_inbox_whatever_the_batch_size(
+    backend: str, receivers: int, uids: Uids, django_assert_num_queries: Any
+) -> None:
+    sender, *owners = uids(receivers + 1)
+    msgkey = keys.next_msgkey()
+    # savepoint, [one INSERT of every inbox row], one upsert of every conversation, release;
+    # owners with no cached list cost the cache tiers no SQL
+    with django_assert_num_queries(3 + inbox_queries(backend)):
+        services.deliver_many(
+            sender_uid=sender, receiver_uids=owners, msgkey=msgkey, category="business", marker="q"
+        )
+    assert Conversation.objects.filter(peer_uid=sender, last_msgkey=msgkey).count() == receivers
+    assert unread_summary(owners[-1]).by_category["business"] == 1
