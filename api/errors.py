@@ -48,6 +48,17 @@ class TooLarge(MissiveError):
     status = 413
 
 
+class Unavailable(MissiveError):
+    """A store (Redis, HBase, the database) did not answer: retry after ``retry_after_s``."""
+
+    code = "unavailable"
+    status = 503
+
+    def __init__(self, detail: str, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
 class RateLimited(MissiveError):
     code = "rate_limited"
     status = 429

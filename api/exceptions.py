@@ -10,8 +10,10 @@
 | ``Http404`` / DRF ``NotFound`` | 404 | ``not_found`` |
 | Django ``RequestDataTooBig`` | 413 | ``too_large`` |
 | bad media type, wrong method, throttled | 415, 405, 429 | ``unsupported_media_type``, ... |
+| a store did not answer (``config.outages``) | 503 | ``unavailable`` (with ``Retry-After``) |
 
-Anything else is a server fault and stays a 500.
+Anything else is a server fault and stays a 500. A 503 names no internals (which store, which
+host): the client only needs to know that the same request, retried, is safe.
 
 URLs that no API route matches (a typo, a trailing slash) never reach DRF: ``api_not_found`` and
 ``api_server_error`` (``handler404`` / ``handler500`` in config/urls.py) answer those under
@@ -20,6 +22,7 @@ URLs that no API route matches (a typo, a trailing slash) never reach DRF: ``api
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -29,7 +32,15 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from api.errors import MissiveError, RateLimited
+from api.errors import MissiveError, RateLimited, Unavailable
+from config.outages import store_unavailable
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 5
+UNAVAILABLE = Unavailable(
+    "A service Missive depends on is briefly unavailable; retry the same request shortly.",
+    RETRY_AFTER_S,
+)
 
 DRF_CODES: dict[type[drf.APIException], str] = {
     drf.ParseError: "malformed_json",
@@ -64,13 +75,16 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _validation(exc)
     if isinstance(exc, drf.APIException):
         return _drf(exc)
+    if store_unavailable(exc):
+        log.warning("API: a store is unavailable: %r", exc)
+        return _missive(UNAVAILABLE)
     return None
 
 
 def _missive(exc: MissiveError) -> Response:
     set_rollback()
     response = Response(error_body(exc.code, exc.detail, exc.fields), status=exc.status)
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited | Unavailable):
         response["Retry-After"] = str(max(1, exc.retry_after_s))
     return response
 

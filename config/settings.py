@@ -162,6 +162,8 @@ CELERY_BEAT_SCHEDULE = {
     # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
     # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
     "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
+    # 1:1 sends whose delivery an outage interrupted are finished without the client's retry.
+    "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
     # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
     "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
 }

@@ -67,7 +67,11 @@ class ClientMessage(models.Model):
         ]
         # A finished fan-out and a recall find the send by msgkey: without this index each send
         # scanned the table (38 → 149 sends/s once added, BENCHMARKS.md).
-        indexes = [models.Index(fields=["msgkey"], name="clientmsg_msgkey")]
+        indexes = [
+            models.Index(fields=["msgkey"], name="clientmsg_msgkey"),
+            # the sweep of sends an outage interrupted: undelivered ones, oldest first
+            models.Index(fields=["delivered", "msgkey"], name="clientmsg_undelivered"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.sender_uid}/{self.client_msg_id} → {self.msgkey}"

@@ -46,6 +46,9 @@ from messaging.models import (
 )
 
 RECALL_WINDOW = timedelta(minutes=2)
+# A send whose delivery has not finished this long after its content was stored was interrupted
+# (an outage, a killed process): the sweep finishes it. A live send takes milliseconds.
+STALLED_SEND_S = 30.0
 # Messages that reach timelines by another route (a campaign's batches) are recalled there too:
 # bulk registers its fan-out here (bulk.apps). Each must be idempotent; it runs on every recall.
 RECALL_FANOUTS: list[Callable[[Message], object]] = []
@@ -164,6 +167,19 @@ def _replay(existing: ClientMessage, digest: str) -> SendResult:
     if not existing.delivered and message.status != MessageStatus.RECALLED:
         _deliver_one(message, existing.receiver_uid)  # idempotent steps
     return SendResult(message, existing.receiver_uid, created=False)
+
+
+def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int = 500) -> int:
+    """Finish 1:1 sends whose delivery an outage or a crash interrupted after the content was
+    stored, without waiting for the client to retry (the beat task ``messaging.sends_complete``).
+    Each is finished exactly as a retry would (``_replay``); returns how many were."""
+    before = keys.lower_bound(timezone.now() - timedelta(seconds=older_than_s))
+    stalled = ClientMessage.objects.filter(delivered=False, msgkey__lt=before).order_by("msgkey")
+    done = 0
+    for sent in stalled[:limit]:
+        _replay(sent, sent.digest)
+        done += 1
+    return done
 
 
 def _deliver_one(message: Message, receiver_uid: int) -> None:

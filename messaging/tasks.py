@@ -22,6 +22,12 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
     return str(result.message.msgkey)
 
 
+@shared_task(name="messaging.sends_complete", acks_late=True)
+def sends_complete() -> int:
+    """Every 30 s: finish 1:1 sends an outage interrupted after their content was stored."""
+    return services.sends_complete_stalled()
+
+
 @shared_task(name="messaging.convcache_prewarm", acks_late=True)
 def convcache_prewarm(owner_uid: int) -> bool:
     """Build the owner's first CONVCACHE_SIZE conversations into HBase and Redis (idempotent)."""

@@ -1,0 +1,67 @@
+"""Which failures mean "a store is unavailable" (wait and retry) rather than a bug or bad data.
+
+Transport errors and timeouts from Redis, HBase (its Thrift gateway and the cluster behind it) and
+the database are outages: the API answers 503 with ``Retry-After`` (``api.exceptions``), a
+campaign batch is put back with backoff for as long as BULK_OUTAGE_HORIZON_S and never counted
+as failed. Anything else (a Lua error, a missing table, an unknown column, bad data) is a fault
+that retrying cannot fix.
+
+The database's OperationalError covers both kinds (MySQLdb raises it for a lost connection and for
+an unknown column alike), so it is told apart by the server's error code.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import happybase  # noqa: F401  (loads the Hbase_thrift module below)
+from django.db import InterfaceError, OperationalError
+from happybase.pool import NoConnectionsAvailable
+from Hbase_thrift import IOError as HBaseIOError
+from redis import exceptions as redis_errors
+from thriftpy2.transport import TTransportException
+
+# Client-side (2xxx) connection losses and the server's own "come back later" answers:
+# 1040 too many connections, 1053 shutting down, 1205 lock wait timeout, 1213 deadlock,
+# 1290 read-only (a replica or a failover in progress), 1927 connection killed, 4031 idle timeout.
+DB_UNAVAILABLE_CODES = frozenset(
+    {1040, 1053, 1205, 1213, 1290, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+)
+REDIS_UNAVAILABLE = (
+    redis_errors.ConnectionError,  # includes BusyLoadingError (a restarted Redis loading its data)
+    redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,  # a replica that has not been promoted yet
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+    redis_errors.MasterDownError,
+)
+TRANSPORT = (TTransportException, NoConnectionsAvailable, socket.timeout, ConnectionError)
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says a store did not answer, not that we are wrong."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _unavailable(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, (*REDIS_UNAVAILABLE, *TRANSPORT, InterfaceError)):
+        return True
+    if isinstance(exc, HBaseIOError):
+        return "TableNotFound" not in str(getattr(exc, "message", "") or exc)
+    if isinstance(exc, OperationalError):
+        return _db_unavailable(exc)
+    return False
+
+
+def _db_unavailable(exc: OperationalError) -> bool:
+    code = exc.args[0] if exc.args else None
+    if isinstance(code, int):
+        return code in DB_UNAVAILABLE_CODES
+    return "database is locked" in str(exc)  # SQLite, one machine: a writer holds the file
