@@ -74,6 +74,16 @@ def has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """JSON ``true`` or ``false`` and nothing else: DRF's BooleanField takes 0, "yes" and "no",
+    and a typo in ``dry_run`` must not launch a real campaign."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class StrictCharField(serializers.CharField):
     """A JSON string and nothing else (DRF's CharField would turn 12 into "12")."""
 

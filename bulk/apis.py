@@ -1,4 +1,5 @@
 """Campaign HTTP API (API.md, "Campaigns (bToC bulk)"): thin views over bulk services/selectors.
+Each view validates its input, calls one service or selector and renders the output serializer.
 
 Every view needs the ``campaigns`` scope. A client acts as its own senders only and sees only
 their campaigns and its own uploaded audiences; anything else answers 404, like ids that do not
@@ -33,7 +34,7 @@ from api.errors import InvalidInput
 from api.fields import path_ids
 from api.models import ApiClient, Scope
 from api.views import ERROR_SCHEMA, ERRORS, ApiView, check_body_size, validated
-from bulk import audiences, selectors, services
+from bulk import selectors, services
 from bulk.models import Campaign
 from bulk.serializers import (
     AudienceOut,
@@ -62,7 +63,7 @@ def upload_max_bytes() -> int:
 
 
 def client_of(request: Request) -> ApiClient:
-    return ApiClient.objects.get(pk=principal(request).client_id)
+    return selectors.api_client(principal(request).client_id)
 
 
 # -- audiences -------------------------------------------------------------------------------
@@ -145,21 +146,8 @@ class AudienceUploadApi(ApiView):
             raise InvalidInput("The upload is empty.", {"file": "empty"})
         lines = upload_lines(upload_chunks(request))
         name = str(request.query_params.get("name", ""))[:NAME_MAX]
-        audience = audiences.audience_from_lines(
-            lines=lines, sender_uid=None, client=client_of(request), name=name
-        )
-        if audience.count == 0:
-            audience.delete()
-            raise InvalidInput(*_nothing_valid(audience.invalid_lines, audience.invalid_samples))
+        audience = services.audience_upload(lines=lines, client=client_of(request), name=name)
         return Response(AudienceOut(audience).data, status=201)
-
-
-def _nothing_valid(invalid: int, samples: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
-    if not invalid:
-        return "The upload is empty.", {"file": "no uid lines"}
-    first = samples[0]
-    where = f"line {first['line']}: {first['reason']}"
-    return f"No valid uid in the upload ({invalid} invalid lines).", {"file": where}
 
 
 # -- campaigns -------------------------------------------------------------------------------
@@ -200,17 +188,13 @@ class CampaignsApi(ApiView):
     )
     def get(self, request: Request) -> Response:
         query = validated(CampaignListQuery, request.query_params)
-        found = selectors.campaigns_for_client(principal(request).client_id, query.get("status"))
-        if query.get("cursor"):
-            found = found.filter(pk__lt=query["cursor"])
-        page = list(found[: query["limit"] + 1])
-        more = len(page) > query["limit"]
-        page = page[: query["limit"]]
-        body = {
-            "results": [selectors.campaign_progress(c) for c in page],
-            "next_cursor": str(page[-1].pk) if more else None,
-        }
-        return Response(CampaignPageOut(body).data)
+        page = selectors.campaign_page(
+            principal(request).client_id,
+            status=query.get("status"),
+            cursor=query.get("cursor"),
+            limit=query["limit"],
+        )
+        return Response(CampaignPageOut(page).data)
 
     @extend_schema(
         operation_id="campaign_create",
@@ -241,14 +225,14 @@ class CampaignsApi(ApiView):
         require_sender(request, sender)
         client = client_of(request)
         if data["dry_run"]:
-            preview = selectors.campaign_preview(
+            preview = services.campaign_preview(
                 sender_uid=sender,
                 audience_spec=data["audience"],
                 channel=data["channel"],
                 client=client,
             )
             return Response(DryRunOut(preview).data)
-        campaign, created = selectors.campaign_submit(
+        campaign, created = services.campaign_submit(
             sender_uid=sender,
             content=data["content"],
             audience_spec=data["audience"],

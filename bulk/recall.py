@@ -32,12 +32,13 @@ from api.errors import Conflict
 from bulk import ledger
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
-from bulk.services import campaign_cancel, sender_category
+from bulk.services import campaign_cancel
 from messaging.conversations import read_positions
 from messaging.counters.store import unread_incr_many
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED
 from messaging.models import Message
+from messaging.selectors import broadcast_category
 from messaging.services import conversations_bump
 
 RETRY_IN_S = 5
@@ -102,7 +103,7 @@ def _count_down(campaign: Campaign, index: int, copies: list[InboxEntry]) -> Non
     unread_incr_many(
         owner_uids=unread,
         peer_uid=sender,
-        category=sender_category(sender),
+        category=broadcast_category(sender),
         marker=f"r:{campaign.pk}:{index}",
         delta=-1,
     )

@@ -22,7 +22,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from api.errors import TooLarge
-from api.fields import IdField
+from api.fields import IdField, StrictBooleanField
 from api.paging import PAGE_MAX
 from bulk.models import AudienceType, CampaignStatus, Channel
 from messaging import content as contents
@@ -114,7 +114,7 @@ SPECS: dict[str, type[serializers.Serializer]] = {
 
 AUDIENCE_SCHEMA = PolymorphicProxySerializer(
     component_name="AudienceSpec",
-    serializers=list(SPECS.values()),
+    serializers={str(kind): spec for kind, spec in SPECS.items()},  # mapped by type value
     resource_type_field_name="type",
 )
 
@@ -146,7 +146,7 @@ class CampaignCreateIn(serializers.Serializer):
     audience = AudienceSpecField()
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.DAILY)
     scheduled_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    dry_run = serializers.BooleanField(default=False)
+    dry_run = StrictBooleanField(default=False)
 
     def validate_content(self, value: Any) -> dict[str, Any]:
         return contents.validate_content(value)  # InvalidInput names the field (400)
@@ -205,7 +205,7 @@ class WouldSkipOut(serializers.Serializer):
 
 
 class DryRunOut(serializers.Serializer):
-    """A ``bulk.selectors.Preview``."""
+    """A ``bulk.services.Preview``."""
 
     dry_run = serializers.SerializerMethodField()
     audience = serializers.IntegerField(help_text="recipients the campaign would walk")

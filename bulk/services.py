@@ -1,65 +1,159 @@
-"""Campaign actions: create (or dry-run), plan, run a batch, pause, resume, cancel, sweep.
+"""Campaign actions a client (the API) or an operator (the CLI, admin) asks for: store an uploaded
+audience, submit or preview a campaign, start, pause, resume, cancel. What the workers do (plan,
+run a batch, sweep) is bulk.fanout; reads are bulk.selectors.
 
-Flow (DESIGN.md "Bulk campaign flow"): ``campaign_create`` stores the content once and starts the
-planner; ``campaign_plan_step`` walks the audience with a keyset cursor and writes batches of
-~1,000 recipients into the ledger, then enqueues them on the campaign's channel queue;
-``batch_run`` leases one batch, paces it through the channel's token bucket, admits it against
-quotas and budget in one Lua call, fans it out (messaging.services.deliver_many) and completes it
-in the ledger. Every step is idempotent; ``sweep`` re-enqueues what a dead worker left behind.
+- ``audience_upload``: a streamed uid list stored once as an Audience; one without any valid uid
+  is deleted and refused (NoValidUid, an InvalidInput: 400).
+- ``campaign_submit``: a validated request (bulk.serializers) → the audience and the campaign in
+  one transaction, so a refused create leaves no orphan audience; an Idempotency-Key replay of the
+  same body returns the stored campaign (created False) and stores no list again; another body
+  under the same key is a Conflict (409).
+- ``campaign_create``: stores the content once (one ``Message``) and the campaign, and starts the
+  planner after commit (or leaves it ``scheduled``).
+- ``campaign_preview``: the dry run. It stores nothing: an explicit list is written inside a
+  transaction that is rolled back, so the preview walks exactly what the campaign would walk.
+- control: ``campaign_pause`` / ``resume`` / ``cancel`` / ``start`` change the status under the
+  campaign's row lock; a status that does not allow it is a Conflict (409). Tasks go out after
+  commit.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery import current_app
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, InvalidInput, NotFound
-from bulk import audiences, ledger, quotas
-from bulk.ledger import BatchResult
+from api.models import ApiClient
+from bulk import audiences, ledger, quotas, selectors
 from bulk.models import (
     Audience,
+    AudienceType,
     BatchState,
     Campaign,
     CampaignBatch,
     CampaignStatus,
     Channel,
 )
-from config.sqlvalues import int_list
-from messaging import msgkey as keys
 from messaging.content import validate_content
-from messaging.models import Account, Block, Category, Message
-from messaging.services import deliver_many
-
-BATCHES_PER_PLAN_STEP = 20
-MAX_ATTEMPTS = 5
-PAUSE_BUDGET = "budget"
+from messaging.selectors import blocked_receivers, sender_category
+from messaging.services import message_store
 
 
-# -- create ------------------------------------------------------------------------------------
+# -- audiences ---------------------------------------------------------------------------------
+class NoValidUid(InvalidInput):
+    """An upload without a single valid uid (400); it was not kept."""
+
+    def __init__(self, invalid_lines: int, samples: list[dict[str, Any]]) -> None:
+        self.invalid_lines = invalid_lines
+        if not invalid_lines:
+            super().__init__("The upload is empty.", {"file": "no uid lines"})
+            return
+        where = f"line {samples[0]['line']}: {samples[0]['reason']}"
+        detail = f"No valid uid in the upload ({invalid_lines} invalid lines)."
+        super().__init__(detail, {"file": where})
+
+
+def audience_upload(
+    *, lines: Iterable[str], client: ApiClient | None, sender_uid: int | None = None, name: str = ""
+) -> Audience:
+    """Store an uploaded uid list; one without any valid uid is deleted and refused."""
+    audience = audiences.audience_from_lines(
+        lines=lines, sender_uid=sender_uid, client=client, name=name
+    )
+    if audience.count == 0:
+        audience.delete()
+        raise NoValidUid(audience.invalid_lines, audience.invalid_samples)
+    return audience
+
+
 @dataclass(frozen=True)
 class AudienceChoice:
     type: str
-    spec: dict[str, Any]
+    spec: dict[str, Any]  # what the campaign stores (and its idempotency digest covers)
     audience: Audience | None
+
+
+def audience_choice(
+    spec: Mapping[str, Any],
+    *,
+    sender_uid: int,
+    client: ApiClient | None,
+    reuse: Campaign | None = None,
+) -> AudienceChoice:
+    """A validated audience spec → the choice; an explicit ``uids`` list is stored (unless
+    ``reuse``, an Idempotency-Key replay, stored the same one)."""
+    kind = spec["type"]
+    if kind == AudienceType.UPLOAD:
+        audience = selectors.audience_for_client(client, spec["audience_id"])
+        return AudienceChoice(kind, {"audience_id": audience.pk}, audience)
+    if kind == AudienceType.UIDS:
+        summary = _uids_summary(spec["uids"])
+        if reuse is not None and reuse.audience_spec == summary and reuse.audience is not None:
+            return AudienceChoice(kind, summary, reuse.audience)
+        return AudienceChoice(kind, summary, _store_uids(spec["uids"], sender_uid, client))
+    return AudienceChoice(kind, {k: v for k, v in spec.items() if k != "type"}, None)
+
+
+def _uids_summary(entries: list[str]) -> dict[str, Any]:
+    """What an explicit list contributes to the campaign's spec (and its idempotency digest)."""
+    digest = hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+    return {"uids_sha256": digest, "entries": len(entries)}
+
+
+def _store_uids(entries: list[str], sender_uid: int, client: ApiClient | None) -> Audience:
+    audience = audiences.audience_from_lines(lines=entries, sender_uid=sender_uid, client=client)
+    if audience.count == 0:  # the caller's transaction takes the empty audience away
+        raise InvalidInput(
+            "audience.uids holds no valid uid.",
+            {"audience.uids": f"no valid uid ({audience.invalid_lines} invalid entries)"},
+        )
+    return audience
+
+
+# -- create ------------------------------------------------------------------------------------
+def campaign_submit(
+    *,
+    sender_uid: int,
+    content: dict[str, Any],
+    audience_spec: Mapping[str, Any],
+    channel: str,
+    scheduled_at: datetime | None = None,
+    client: ApiClient | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[Campaign, bool]:
+    """Store the audience and create (or replay) the campaign; returns (campaign, created)."""
+    with transaction.atomic():
+        earlier = None
+        if idempotency_key:
+            earlier = selectors.campaign_for_idempotency_key(client, idempotency_key)
+        choice = audience_choice(audience_spec, sender_uid=sender_uid, client=client, reuse=earlier)
+        return campaign_create(
+            sender_uid=sender_uid,
+            content=content,
+            audience=choice,
+            channel=channel,
+            scheduled_at=scheduled_at,
+            client=client,
+            idempotency_key=idempotency_key,
+        )
 
 
 def campaign_create(
     *,
     sender_uid: int,
-    content: Any,
+    content: dict[str, Any],
     audience: AudienceChoice,
     channel: str,
     scheduled_at: datetime | None = None,
-    client: Any = None,
+    client: ApiClient | None = None,
     idempotency_key: str | None = None,
 ) -> tuple[Campaign, bool]:
     """Create and start (or schedule) a campaign; returns (campaign, created)."""
@@ -67,7 +161,7 @@ def campaign_create(
     _check_sender(sender_uid, channel)
     digest = _digest(sender_uid, body, audience, channel, scheduled_at)
     if idempotency_key:
-        found = Campaign.objects.filter(client=client, idempotency_key=idempotency_key).first()
+        found = selectors.campaign_for_idempotency_key(client, idempotency_key)
         if found is not None:
             return _same_request(found, digest), False
     try:
@@ -75,13 +169,15 @@ def campaign_create(
             sender_uid, body, audience, channel, scheduled_at, client, idempotency_key, digest
         )
     except IntegrityError:  # a concurrent retry with the same Idempotency-Key won
-        found = Campaign.objects.get(client=client, idempotency_key=idempotency_key)
+        found = selectors.campaign_for_idempotency_key(client, idempotency_key or "")
+        if found is None:
+            raise
         return _same_request(found, digest), False
     return campaign, True
 
 
 def _check_sender(sender_uid: int, channel: str) -> None:
-    if not Account.objects.filter(uid=sender_uid).exists():
+    if sender_category(sender_uid) is None:
         raise NotFound("Unknown sender: campaigns are sent by business accounts.")
     if channel not in Channel.values:
         raise InvalidInput("channel must be daily or priority.", {"channel": "unknown"})
@@ -112,21 +208,14 @@ def _insert(
     audience: AudienceChoice,
     channel: str,
     scheduled_at: datetime | None,
-    client: Any,
+    client: ApiClient | None,
     idempotency_key: str | None,
     digest: str,
 ) -> Campaign:
-    msgkey = keys.next_msgkey()
     later = scheduled_at is not None and scheduled_at > timezone.now()
     stored = audience.audience
     with transaction.atomic():
-        Message.objects.create(
-            msgkey=msgkey,
-            sender_uid=sender_uid,
-            type=body["type"],
-            body=body,
-            created_at=keys.created_at(msgkey),
-        )
+        msgkey = message_store(sender_uid=sender_uid, body=body).msgkey
         campaign = Campaign.objects.create(
             sender_uid=sender_uid,
             client=client,
@@ -150,55 +239,60 @@ def _insert(
 
 # -- dry run -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class DryRun:
+class Preview:
     audience: int
     would_skip_blocked: int
     would_skip_quota: int
+    would_skip_invalid: int
+    would_skip_duplicate: int
     would_deliver: int
     budget_remaining: int | None
 
 
-def campaign_dry_run(*, sender_uid: int, audience: AudienceChoice, channel: str) -> DryRun:
-    _check_sender(sender_uid, channel)
+def campaign_preview(
+    *,
+    sender_uid: int,
+    audience_spec: Mapping[str, Any],
+    channel: str,
+    client: ApiClient | None = None,
+) -> Preview:
+    """The dry run of a campaign: who it would reach and skip. Stores nothing."""
+    with transaction.atomic():
+        choice = audience_choice(audience_spec, sender_uid=sender_uid, client=client)
+        _check_sender(sender_uid, channel)
+        preview = _dry_run(sender_uid, choice, channel)
+        transaction.set_rollback(True)
+    return preview
+
+
+def _dry_run(sender_uid: int, choice: AudienceChoice, channel: str) -> Preview:
     probe = Campaign(
         sender_uid=sender_uid,
-        audience_type=audience.type,
-        audience_spec=audience.spec,
-        audience=audience.audience,
+        audience_type=choice.type,
+        audience_spec=choice.spec,
+        audience=choice.audience,
         channel=channel,
     )
     policy = quotas.policy_for(sender_uid)
     size = blocked = capped = 0
     for chunk in audiences.iterate(probe):
         size += len(chunk)
-        hit = _blocked(sender_uid, chunk)
+        hit = blocked_receivers(sender_uid=sender_uid, receiver_uids=chunk)
         blocked += len(hit)
         capped += quotas.count_capped(sender_uid, [u for u in chunk if u not in hit], policy)
-    return DryRun(
-        size,
-        blocked,
-        capped,
-        size - blocked - capped,
-        quotas.budget_remaining(sender_uid) if channel == Channel.DAILY else None,
+    stored = choice.audience
+    return Preview(
+        audience=size,
+        would_skip_blocked=blocked,
+        would_skip_quota=capped,
+        would_skip_invalid=stored.invalid_lines if stored else 0,
+        would_skip_duplicate=stored.duplicate_lines if stored else 0,
+        would_deliver=size - blocked - capped,
+        budget_remaining=quotas.budget_remaining(sender_uid) if channel == Channel.DAILY else None,
     )
 
 
-def _blocked(sender_uid: int, uids: Sequence[int]) -> set[int]:
-    """Who in ``uids`` blocked the sender: one read of the (blocked_uid, owner_uid) index with the
-    uids inlined (config/sqlvalues.py); the ORM's 1,000-item IN list cost 8 ms of CPU per batch,
-    this 0.5 ms (profiled)."""
-    if not uids:
-        return set()
-    sql = (
-        f"SELECT owner_uid FROM {Block._meta.db_table} WHERE blocked_uid = %s "
-        f"AND owner_uid IN ({int_list(uids)})"
-    )
-    with connection.cursor() as cur:
-        cur.execute(sql, [sender_uid])
-        return {row[0] for row in cur.fetchall()}
-
-
-# -- planning ----------------------------------------------------------------------------------
+# -- tasks -------------------------------------------------------------------------------------
 def enqueue_plan(campaign: Campaign) -> None:
     current_app.send_task(f"bulk.{campaign.channel}.plan", args=[campaign.pk])
 
@@ -209,152 +303,6 @@ def enqueue_batches(channel: str, batch_ids: Sequence[int]) -> None:
     with current_app.producer_or_acquire() as producer:
         for batch_id in batch_ids:
             current_app.send_task(f"bulk.{channel}.run_batch", args=[batch_id], producer=producer)
-
-
-def campaign_plan_step(campaign_id: int) -> bool:
-    """Plan the next few batches; returns True while more of the audience remains."""
-    with transaction.atomic():
-        campaign = Campaign.objects.select_for_update().get(pk=campaign_id)
-        if campaign.planned or campaign.status != CampaignStatus.RUNNING:
-            return False
-        batches = _next_batches(campaign)
-        CampaignBatch.objects.bulk_create(batches)
-        campaign.batches_planned += len(batches)
-        campaign.total += sum(b.size for b in batches)
-        campaign.plan_heartbeat = timezone.now()
-        campaign.save(
-            update_fields=["planned", "plan_cursor", "batches_planned", "total", "plan_heartbeat"]
-        )
-        ids = list(
-            CampaignBatch.objects.filter(
-                campaign=campaign, index__gte=campaign.batches_planned - len(batches)
-            ).values_list("pk", flat=True)
-        )
-        transaction.on_commit(lambda: _enqueue_step(campaign, ids))
-    if campaign.planned:
-        ledger.maybe_finish(campaign.pk)
-    return not campaign.planned
-
-
-def _enqueue_step(campaign: Campaign, batch_ids: Sequence[int]) -> None:
-    """The step's batches with the next plan step in their middle: the planner runs while the
-    second half is delivered. Queued behind all of them, it ran alone after each step while the
-    other workers went idle (the ledger's lease times showed a gap after every 20 batches)."""
-    half = len(batch_ids) // 2
-    enqueue_batches(campaign.channel, batch_ids[:half])
-    if not campaign.planned:
-        enqueue_plan(campaign)
-    enqueue_batches(campaign.channel, batch_ids[half:])
-
-
-def _next_batches(campaign: Campaign) -> list[CampaignBatch]:
-    size = quotas.channel_setting(campaign.channel).batch_size
-    batches: list[CampaignBatch] = []
-    now = timezone.now()
-    while len(batches) < BATCHES_PER_PLAN_STEP:
-        chunk = audiences.walk(campaign, campaign.plan_cursor, size)
-        campaign.plan_cursor = chunk.cursor
-        if chunk.uids:
-            batches.append(
-                CampaignBatch(
-                    campaign=campaign,
-                    index=campaign.batches_planned + len(batches),
-                    first_uid=chunk.uids[0],
-                    last_uid=chunk.uids[-1],
-                    uids=chunk.uids,
-                    size=len(chunk.uids),
-                    enqueued_at=now,
-                )
-            )
-        if chunk.exhausted:
-            campaign.planned = True
-            break
-    return batches
-
-
-# -- running one batch -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BatchRun:
-    state: str  # done | inactive | leased | throttled | paused
-    retry_in_ms: int = 0
-
-
-def batch_run(batch_id: int) -> BatchRun:
-    batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
-    if batch is None or batch.state in (BatchState.DONE, BatchState.FAILED):
-        return BatchRun("done")
-    if batch.campaign.status != CampaignStatus.RUNNING:
-        return BatchRun("inactive")  # paused or cancelled: the batch stays pending
-    # Tokens before the lease: a lease counts an attempt, and waiting for the rate limit (the
-    # normal state of a busy channel) must not use up the attempts kept for real failures.
-    wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size)
-    if wait_ms:  # it re-sends itself: the sweep need not (one UPDATE, as release() did)
-        CampaignBatch.objects.filter(pk=batch_id, state=BatchState.PENDING).update(
-            enqueued_at=timezone.now()
-        )
-        return BatchRun("throttled", wait_ms)
-    token = ledger.lease(batch_id)
-    if token is None:
-        return BatchRun("leased")  # another worker holds a live lease on it
-    return _deliver(batch, token)
-
-
-def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
-    campaign = batch.campaign
-    try:
-        result = _fan_out(campaign, batch)
-    except Exception:
-        if batch.attempts + 1 >= MAX_ATTEMPTS:
-            ledger.complete(
-                batch, token, BatchResult(0, 0, 0, failed=batch.size), BatchState.FAILED
-            )
-        else:
-            ledger.release(batch.pk, token)
-        raise
-    if result is None:
-        ledger.release(batch.pk, token)
-        campaign_pause(campaign_id=campaign.pk, reason=PAUSE_BUDGET)
-        return BatchRun("paused")
-    ledger.complete(batch, token, result, BatchState.DONE)
-    if result.deferred:
-        campaign_pause(campaign_id=campaign.pk, reason=PAUSE_BUDGET)
-        return BatchRun("paused")
-    return BatchRun("done")
-
-
-def sender_category(sender_uid: int) -> str:
-    """What recipients file a campaign sender under: its account kind, else ``business``."""
-    account = quotas.by_pk(Account, sender_uid)
-    return (account.kind if account else None) or Category.BUSINESS
-
-
-def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
-    """Deliver one batch; None when the sender's daily budget cannot cover it."""
-    sender = campaign.sender_uid
-    blocked = _blocked(sender, batch.uids)
-    candidates = [u for u in batch.uids if u not in blocked]
-    admission = quotas.admit_batch(
-        sender_uid=sender,
-        campaign_id=campaign.pk,
-        index=batch.index,
-        receivers=candidates,
-        channel=campaign.channel,
-        policy=quotas.policy_for(sender),
-    )
-    if admission.budget_exhausted:
-        return None
-    deferred = set(admission.deferred)
-    allowed = [u for u in candidates if u not in admission.capped and u not in deferred]
-    deliver_many(
-        sender_uid=sender,
-        receiver_uids=allowed,
-        msgkey=campaign.msgkey or 0,
-        category=sender_category(sender),
-        marker=f"b:{campaign.pk}:{batch.index}",
-    )
-    return BatchResult(
-        len(allowed), len(admission.capped), len(blocked), deferred=admission.deferred
-    )
 
 
 # -- control -----------------------------------------------------------------------------------
@@ -436,64 +384,3 @@ def _kick(campaign: Campaign) -> None:
     pending.update(enqueued_at=timezone.now())
     enqueue_batches(campaign.channel, ids)
     ledger.maybe_finish(campaign.pk)
-
-
-# -- housekeeping (beat) -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class SweepReport:
-    batches_requeued: int
-    planners_requeued: int
-    started: int
-    resumed: int
-
-
-def sweep(limit: int = 1000) -> SweepReport:
-    now = timezone.now()
-    stale = now - timedelta(seconds=ledger.lease_seconds())
-    requeued = _requeue_stale_batches(now, stale, limit)
-    # A planner that never ran (its task lost before the first step) has no heartbeat yet.
-    never_planned = Q(plan_heartbeat__isnull=True, started_at__lt=stale)
-    planners = Campaign.objects.filter(status=CampaignStatus.RUNNING, planned=False).filter(
-        Q(plan_heartbeat__lt=stale) | never_planned
-    )
-    lost_planners = list(planners[:limit])  # counted before the heartbeats below refresh them
-    for campaign in lost_planners:
-        Campaign.objects.filter(pk=campaign.pk).update(plan_heartbeat=now)
-        enqueue_plan(campaign)
-    return SweepReport(requeued, len(lost_planners), _start_due(now), _resume_budget())
-
-
-def _requeue_stale_batches(now: datetime, stale: datetime, limit: int) -> int:
-    expired = Q(state=BatchState.RUNNING, lease_until__lt=now)
-    forgotten = Q(state=BatchState.PENDING, enqueued_at__lt=stale)
-    lost = CampaignBatch.objects.filter(campaign__status=CampaignStatus.RUNNING).filter(
-        expired | forgotten
-    )
-    rows = list(lost.values_list("pk", "campaign__channel")[:limit])
-    CampaignBatch.objects.filter(pk__in=[pk for pk, _ in rows]).update(enqueued_at=now)
-    for pk, channel in rows:
-        enqueue_batches(channel, [pk])
-    return len(rows)
-
-
-def _start_due(now: datetime) -> int:
-    due = Campaign.objects.filter(status=CampaignStatus.SCHEDULED, scheduled_at__lte=now)
-    started = 0
-    for pk in due.values_list("pk", flat=True)[:100]:
-        try:
-            campaign_start(campaign_id=pk)
-            started += 1
-        except Conflict:
-            continue  # started or cancelled meanwhile
-    return started
-
-
-def _resume_budget() -> int:
-    paused = Campaign.objects.filter(status=CampaignStatus.PAUSED, pause_reason=PAUSE_BUDGET)
-    resumed = 0
-    for campaign in paused[:100]:
-        remaining = quotas.budget_remaining(campaign.sender_uid)
-        if remaining is None or remaining > 0:
-            campaign_resume(campaign_id=campaign.pk)
-            resumed += 1
-    return resumed

@@ -10,12 +10,12 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from bulk import recall, services
+from bulk import fanout, recall
 
 
 def _run(task: Task, batch_id: int) -> str:
     try:
-        outcome = services.batch_run(batch_id)
+        outcome = fanout.batch_run(batch_id)
     except Exception as exc:
         raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
     if outcome.retry_in_ms:  # channel out of tokens: come back later, never sleep
@@ -28,7 +28,7 @@ def _run(task: Task, batch_id: int) -> str:
 BATCH_TASK: dict[str, Any] = {
     "acks_late": True,
     "ignore_result": True,
-    "max_retries": services.MAX_ATTEMPTS,
+    "max_retries": fanout.MAX_ATTEMPTS,
 }
 
 
@@ -45,18 +45,18 @@ def run_batch_priority(self: Task, batch_id: int) -> str:
 # A plan step enqueues the next one itself (in the middle of its batches), so these only call it.
 @shared_task(name="bulk.daily.plan", **BATCH_TASK)
 def plan_daily(campaign_id: int) -> bool:
-    return services.campaign_plan_step(campaign_id)
+    return fanout.campaign_plan_step(campaign_id)
 
 
 @shared_task(name="bulk.priority.plan", **BATCH_TASK)
 def plan_priority(campaign_id: int) -> bool:
-    return services.campaign_plan_step(campaign_id)
+    return fanout.campaign_plan_step(campaign_id)
 
 
 @shared_task(name="bulk.sweep", acks_late=True)
 def sweep() -> dict[str, Any]:
     """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused."""
-    return services.sweep().__dict__
+    return fanout.sweep().__dict__
 
 
 @shared_task(name=recall.TASK, bind=True, acks_late=True, max_retries=30)

@@ -18,6 +18,8 @@ Series, each prefixed ``missive_``:
   prewarm_triggered_total{reason}       unread | burst
   fanout_recipients_total               messages written into timelines (rate() = fan-out rate)
   announcements_published_total
+  counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
+  unread_repairs_total                  users whose counters were rebuilt lazily after that
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
   prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
   big_ups                               gauge: owners in the big-UP sets (messaging)
@@ -59,6 +61,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "prewarm_triggered": ("Prewarms enqueued, by trigger.", ("reason",)),
     "fanout_recipients": ("Messages written into recipients' timelines.", ()),
     "announcements_published": ("Announcements published to all users.", ()),
+    "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
+    "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
 }
 
 

@@ -162,6 +162,8 @@ CELERY_BEAT_SCHEDULE = {
     # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
     # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
     "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
+    # A Redis that restarted may have lost the last second of counters: repair them on read.
+    "messaging-counters-check": {"task": "messaging.counters_check", "schedule": 5.0},
     # 1:1 sends whose delivery an outage interrupted are finished without the client's retry.
     "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
     # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
@@ -183,6 +185,10 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's files come from the drf-spectacular-sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.finish",
+    ],
 }
 
 LANGUAGE_CODE = "en-us"

@@ -42,7 +42,12 @@ class CardContentSerializer(serializers.Serializer):
 
 CONTENT_SCHEMA = PolymorphicProxySerializer(
     component_name="Content",
-    serializers=[TextContentSerializer, ImageContentSerializer, CardContentSerializer],
+    # by type value: a list would leave the discriminator's mapping to guess (it wrote "null")
+    serializers={
+        "text": TextContentSerializer,
+        "image": ImageContentSerializer,
+        "card": CardContentSerializer,
+    },
     resource_type_field_name="type",
 )
 

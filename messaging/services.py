@@ -135,6 +135,18 @@ def message_send(
     return _replay(existing, digest)
 
 
+def message_store(*, sender_uid: int, body: dict[str, Any], msgkey: int | None = None) -> Message:
+    """Store validated content once, under a new msgkey (1:1 sends, campaigns)."""
+    key = msgkey or keys.next_msgkey()
+    return Message.objects.create(
+        msgkey=key,
+        sender_uid=sender_uid,
+        type=body["type"],
+        body=body,
+        created_at=keys.created_at(key),
+    )
+
+
 def _send_new(
     sender_uid: int, receiver_uid: int, body: dict[str, Any], client_msg_id: str, digest: str
 ) -> SendResult:
@@ -147,13 +159,7 @@ def _send_new(
             receiver_uid=receiver_uid,
             digest=digest,
         )
-        message = Message.objects.create(
-            msgkey=msgkey,
-            sender_uid=sender_uid,
-            type=body["type"],
-            body=body,
-            created_at=keys.created_at(msgkey),
-        )
+        message = message_store(sender_uid=sender_uid, body=body, msgkey=msgkey)
     _deliver_one(message, receiver_uid)
     return SendResult(message, receiver_uid, created=True)
 

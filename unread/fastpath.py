@@ -12,6 +12,7 @@ to Django untouched (Django then answers exactly as before, and warms what was c
   (``api.auth.cached_principal``) under the current clients' generation, with the ``inbox``
   scope: so 401 and 403, a revoked client or a rotated token (the generation moved) reach Django;
 - Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
+- counters not verified in the current epoch (Redis restarted: ``messaging.counters.epoch``);
 - settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
   whose effect it does not reproduce (``unsupported_settings``): then it is off altogether and
   says so once in the log, so a change there cannot silently fork the two paths.
@@ -19,7 +20,7 @@ to Django untouched (Django then answers exactly as before, and warms what was c
 
 The round trip, pipelined on one multiplexed connection per worker (``config.redis_mux``):
   GET apiclients:gen · HMGET unread:{u:<uid>} t c:followed c:stranger c:business c:system ·
-  GET ann:mark:{u:<uid>} · GET ann:{ann}:ver
+  GET ann:mark:{u:<uid>} · GET ann:{ann}:ver · GET counters:epoch · GET unread:v:{u:<uid>}
 HMGET of five fields rather than the view's HGETALL: the hash holds a field per unread
 conversation, and the answer needs only the totals.
 
@@ -196,9 +197,11 @@ class UnreadFastPath:
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
-        generation, counters, mark, version = replies
+        generation, counters, mark, version, epoch, verified = replies
         announced = announcements.unread_from_copy(mark, version)
         if generation is None or generation.decode() != cached[0] or announced is None:
+            return None
+        if epoch is not None and verified != epoch:  # Redis restarted: Django repairs them first
             return None
         if prewarm.big_up_cached(uid) is not False:  # rare: a big UP, or a recheck that is due
             await asyncio.to_thread(prewarm.on_unread_request, uid)
@@ -261,4 +264,6 @@ def commands(uid: int) -> list[list[str | bytes]]:
         ["HMGET", keys.unread(uid), *FIELDS],
         ["GET", announcements.mark_key(uid)],
         ["GET", announcements.VERSION],
+        ["GET", keys.EPOCH],
+        ["GET", keys.verified(uid)],
     ]

@@ -27,6 +27,18 @@ UNREAD_SCAN = "unread:{u:*}"  # SCAN MATCH pattern of every user's unread hash
 UNREAD_UID = re.compile(rb"^unread:\{u:(\d+)\}$")  # the uid back out of an ``unread`` key name
 
 
+# The counters' epoch (a random token) and the Redis run it was set for (INFO server run_id):
+# a Redis that restarted has another run_id, so its counters may have come back empty or behind
+# and the epoch moves on (epoch.py). Global keys, read with each user's own key.
+EPOCH = "counters:epoch"
+RUN_ID = "counters:run_id"
+
+
+def verified(uid: int) -> str:
+    """The epoch in which this user's counters were last rebuilt from the truth."""
+    return f"unread:v:{{u:{uid}}}"
+
+
 def applied_marker(name: str) -> str:
     """A one-shot marker that makes one counter change idempotent (a batch, a message)."""
     return f"unread:applied:{{{name}}}"

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from bulk import audiences, selectors, services
+from bulk import audiences, fanout, services
 from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy
-from tests.bulk.test_api import drive, shop
+from tests.bulk.helpers import drive, shop
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]
@@ -18,7 +18,7 @@ CAMPAIGNS = "/admin/bulk/campaign/"
 
 
 def launch(sender: int, receivers: list[int], channel: str = "daily") -> Campaign:
-    campaign, _ = selectors.campaign_submit(
+    campaign, _ = services.campaign_submit(
         sender_uid=sender,
         content={"type": "text", "text": "hello"},
         audience_spec={"type": "uids", "uids": [str(u) for u in receivers]},
@@ -134,7 +134,7 @@ def test_the_batch_ledger_is_listed_read_only_by_state(admin_client: Client, uid
     ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=2)
     done = drive(launch(sender, fans).pk)
     pending = launch(sender, fans)
-    while services.campaign_plan_step(pending.pk):
+    while fanout.campaign_plan_step(pending.pk):
         pass
     url = "/admin/bulk/campaignbatch/"
 

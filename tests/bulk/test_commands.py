@@ -16,7 +16,7 @@ from django.utils import timezone
 from bulk import services
 from bulk.models import Audience, Campaign, CampaignStatus, SenderPolicy
 from messaging.models import Message
-from tests.bulk.test_api import assert_delivered, block, drive, follow, received, shop
+from tests.bulk.helpers import assert_delivered, block, drive, follow, received, shop
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]

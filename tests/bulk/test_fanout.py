@@ -1,4 +1,4 @@
-"""Fan-out semantics driven synchronously through the services: exactly once under redelivery,
+"""Fan-out semantics (bulk/fanout.py) driven synchronously: exactly once under redelivery,
 crashes at each step, quotas, budget, pause/resume/cancel, on both inbox backends."""
 
 from __future__ import annotations
@@ -6,11 +6,20 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from bulk import quotas, services
-from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
+from bulk import fanout, quotas, services
+from bulk.models import (
+    BatchState,
+    Campaign,
+    CampaignBatch,
+    CampaignStatus,
+    ChannelSetting,
+    SenderPolicy,
+)
 from messaging import inbox as inbox_module
 from messaging.inbox import get_inbox
 from tests.bulk.helpers import (
@@ -54,7 +63,7 @@ def test_every_batch_delivered_three_times_is_still_exactly_once(backend, uids) 
 def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, monkeypatch) -> None:
     scenario = business_with_followers(uids(1201))
     campaign = launch(scenario)
-    while services.campaign_plan_step(campaign.pk):
+    while fanout.campaign_plan_step(campaign.pk):
         pass
     first = CampaignBatch.objects.filter(campaign=campaign).order_by("index").first()
     assert first is not None
@@ -64,15 +73,15 @@ def test_a_crash_at_any_step_is_repaired_by_the_next_attempt(crash_in, uids, mon
 
     monkeypatch.setattr(crash_in, crash)
     with pytest.raises(ConnectionError):
-        services.batch_run(first.pk)
+        fanout.batch_run(first.pk)
     monkeypatch.undo()
     # A worker that dies keeps its lease until it expires; let that time pass.
     CampaignBatch.objects.filter(campaign=campaign, state=BatchState.RUNNING).update(
         lease_until=timezone.now() - timedelta(seconds=1)
     )
     run_synchronously(campaign.pk)
-    services.sweep()  # a crash after the ledger commit leaves only the finish check to redo
-    services.campaign_plan_step(campaign.pk)
+    fanout.sweep()  # a crash after the ledger commit leaves only the finish check to redo
+    fanout.campaign_plan_step(campaign.pk)
     from bulk import ledger
 
     ledger.maybe_finish(campaign.pk)
@@ -85,10 +94,10 @@ def test_a_plan_step_committing_during_the_finish_check_keeps_the_campaign_runni
     """The last plan step commits between a worker's "no open batch" look and its finish."""
     from bulk import ledger
 
-    monkeypatch.setattr(services, "BATCHES_PER_PLAN_STEP", 1)
+    monkeypatch.setattr(fanout, "BATCHES_PER_PLAN_STEP", 1)
     scenario = business_with_followers(uids(2501))
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)  # batch 0 only; two more to plan
+    fanout.campaign_plan_step(campaign.pk)  # batch 0 only; two more to plan
     first = CampaignBatch.objects.get(campaign=campaign)
     real, looked = ledger.has_open_batches, list[int]()
 
@@ -96,12 +105,12 @@ def test_a_plan_step_committing_during_the_finish_check_keeps_the_campaign_runni
         if looked:
             return real(campaign_id)
         looked.append(campaign_id)
-        while services.campaign_plan_step(campaign_id):  # commits batches 1-2 and `planned`
+        while fanout.campaign_plan_step(campaign_id):  # commits batches 1-2 and `planned`
             pass
         return False  # what the look saw just before that commit
 
     monkeypatch.setattr(ledger, "has_open_batches", stale_then_real)
-    assert services.batch_run(first.pk).state == "done"
+    assert fanout.batch_run(first.pk).state == "done"
     assert Campaign.objects.get(pk=campaign.pk).status == CampaignStatus.RUNNING
     monkeypatch.undo()
     run_synchronously(campaign.pk)
@@ -112,14 +121,14 @@ def test_a_plan_step_committing_during_the_finish_check_keeps_the_campaign_runni
 def test_a_batch_whose_worker_died_holding_the_lease_is_taken_over(uids) -> None:
     scenario = business_with_followers(uids(301))
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)
+    fanout.campaign_plan_step(campaign.pk)
     batch = CampaignBatch.objects.get(campaign=campaign)
     from bulk import ledger
 
     assert ledger.lease(batch.pk) is not None  # the dead worker's lease, never completed
-    report = services.sweep()
+    report = fanout.sweep()
     assert report.batches_requeued == 1
-    assert services.batch_run(batch.pk).state == "done"
+    assert fanout.batch_run(batch.pk).state == "done"
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
@@ -129,14 +138,14 @@ def test_a_campaign_whose_first_plan_task_was_lost_is_planned_by_the_sweep(uids)
     scenario = business_with_followers(uids(301))
     campaign = launch(scenario)  # its plan task sits in a broker no worker reads here
     assert Campaign.objects.get(pk=campaign.pk).plan_heartbeat is None
-    assert services.sweep().planners_requeued == 0  # just started: its task may still come
+    assert fanout.sweep().planners_requeued == 0  # just started: its task may still come
     long_ago = timezone.now() - timedelta(minutes=10)
     Campaign.objects.filter(pk=campaign.pk).update(started_at=long_ago)
 
-    report = services.sweep()
+    report = fanout.sweep()
 
     assert report.planners_requeued == 1
-    assert services.sweep().planners_requeued == 0  # re-sent once per lease, not every sweep
+    assert fanout.sweep().planners_requeued == 0  # re-sent once per lease, not every sweep
     run_synchronously(campaign.pk)
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
@@ -144,44 +153,42 @@ def test_a_campaign_whose_first_plan_task_was_lost_is_planned_by_the_sweep(uids)
 def test_waiting_for_the_rate_limit_uses_none_of_a_batchs_attempts(uids, monkeypatch) -> None:
     """On a busy channel a batch meets an empty token bucket again and again; those waits are
     not failures, so one transient error afterwards is retried, not the batch given up."""
-    from bulk.models import ChannelSetting
-
     scenario = business_with_followers(uids(301))
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)
+    fanout.campaign_plan_step(campaign.pk)
     batch = CampaignBatch.objects.get(campaign=campaign)
     ChannelSetting.objects.create(channel="daily", rate_per_s=1, batch_size=1000)
     assert quotas.take_tokens("daily", 1000) == 0  # another campaign took the whole bucket
-    for _ in range(services.MAX_ATTEMPTS + 1):
-        assert services.batch_run(batch.pk).state == "throttled"
+    for _ in range(fanout.MAX_ATTEMPTS + 1):
+        assert fanout.batch_run(batch.pk).state == "throttled"
 
     ChannelSetting.objects.filter(channel="daily").update(rate_per_s=10_000_000)  # refilled
-    real = services.deliver_many
+    real = fanout.deliver_many
 
     def flaky_once(*args, **kwargs):
-        monkeypatch.setattr(services, "deliver_many", real)
+        monkeypatch.setattr(fanout, "deliver_many", real)
         raise ConnectionError("HBase hiccup")
 
-    monkeypatch.setattr(services, "deliver_many", flaky_once)
+    monkeypatch.setattr(fanout, "deliver_many", flaky_once)
     with pytest.raises(ConnectionError):
-        services.batch_run(batch.pk)
+        fanout.batch_run(batch.pk)
     assert CampaignBatch.objects.get(pk=batch.pk).state == BatchState.PENDING  # to be retried
-    assert services.batch_run(batch.pk).state == "done"
+    assert fanout.batch_run(batch.pk).state == "done"
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
 def test_a_live_lease_keeps_a_redelivered_batch_from_running_twice(uids) -> None:
     scenario = business_with_followers(uids(11))
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)
+    fanout.campaign_plan_step(campaign.pk)
     batch = CampaignBatch.objects.get(campaign=campaign)
     from bulk import ledger
 
     token = ledger.lease(batch.pk)
-    assert services.batch_run(batch.pk).state == "leased"
+    assert fanout.batch_run(batch.pk).state == "leased"
     assert token is not None
     ledger.release(batch.pk, token)
-    assert services.batch_run(batch.pk).state == "done"
+    assert fanout.batch_run(batch.pk).state == "done"
 
 
 def test_receivers_at_their_cap_are_skipped_and_counted(uids) -> None:
@@ -206,7 +213,7 @@ def test_budget_exhaustion_pauses_and_the_renewed_budget_resumes_without_gaps(ui
     assert campaign.delivered == 1500
     assert quotas.budget_remaining(scenario.sender) == 0
     SenderPolicy.objects.filter(sender_uid=scenario.sender).update(daily_budget=5000)  # renewal
-    report = services.sweep()
+    report = fanout.sweep()
     assert report.resumed == 1
     run_synchronously(campaign.pk)
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
@@ -215,12 +222,12 @@ def test_budget_exhaustion_pauses_and_the_renewed_budget_resumes_without_gaps(ui
 def test_pause_stops_between_batches_and_resume_neither_resends_nor_skips(uids) -> None:
     scenario = business_with_followers(uids(3001))
     campaign = launch(scenario)
-    while services.campaign_plan_step(campaign.pk):
+    while fanout.campaign_plan_step(campaign.pk):
         pass
     batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
-    services.batch_run(batches[0].pk)
+    fanout.batch_run(batches[0].pk)
     services.campaign_pause(campaign_id=campaign.pk)
-    assert services.batch_run(batches[1].pk).state == "inactive"
+    assert fanout.batch_run(batches[1].pk).state == "inactive"
     campaign.refresh_from_db()
     assert (campaign.status, campaign.delivered) == (CampaignStatus.PAUSED, 1000)
     services.campaign_resume(campaign_id=campaign.pk)
@@ -231,11 +238,11 @@ def test_pause_stops_between_batches_and_resume_neither_resends_nor_skips(uids) 
 def test_cancel_stops_delivery_and_never_finishes(uids) -> None:
     scenario = business_with_followers(uids(2001))
     campaign = launch(scenario)
-    while services.campaign_plan_step(campaign.pk):
+    while fanout.campaign_plan_step(campaign.pk):
         pass
     first = CampaignBatch.objects.filter(campaign=campaign).order_by("index").first()
     assert first is not None
-    services.batch_run(first.pk)
+    fanout.batch_run(first.pk)
     services.campaign_cancel(campaign_id=campaign.pk)
     run_synchronously(campaign.pk)
     campaign.refresh_from_db()
@@ -268,11 +275,52 @@ def test_a_batch_costs_the_same_few_queries_whatever_its_size(
     campaign's last batch adds the finish itself: five more)."""
     scenario = business_with_followers(uids(2001), blocked_every=100)
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)
+    fanout.campaign_plan_step(campaign.pk)
     first = CampaignBatch.objects.get(campaign=campaign, index=0)
     with django_assert_max_num_queries(15):  # BEGIN and COMMIT count as queries
-        assert services.batch_run(first.pk).state == "done"
+        assert fanout.batch_run(first.pk).state == "done"
     run_synchronously(campaign.pk)
+    assert_exactly_once(
+        campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
+    )
+
+
+# The SQL queries of one batch, pinned exactly (BEGIN and COMMIT count as queries):
+#  1 the batch with its campaign (one SELECT ... JOIN)
+#  2 the channel's setting, for its token bucket (bulk.quotas.channel_setting)
+#  3 the lease (one UPDATE, bulk.ledger.lease)
+#  4 who in the batch blocks the sender (messaging.selectors.blocked_receivers: one IN list)
+#  5 the sender's policy: caps and budget (bulk.quotas.policy_for)
+#  6 the sender's category (messaging.selectors.broadcast_category)
+#  7-10 BEGIN, the inbox rows (one INSERT ... JSON_TABLE; with the HBase inbox they go to HBase:
+#       no query), the conversations (one upsert), COMMIT (messaging.services.deliver_many)
+# 11-14 BEGIN, the batch's row done, the campaign's totals, COMMIT (bulk.ledger.complete)
+# 15 the finish check: is any batch still open? (bulk.ledger.maybe_finish)
+BATCH_QUERIES = {"sql": 15, "hbase": 14}
+# The campaign's last batch also finishes it: BEGIN, the campaign's row locked, the open-batch
+# look again under that lock, the UPDATE to finished, COMMIT.
+FINISH_QUERIES = 5
+
+
+@pytest.mark.parametrize("size", [10, 200])
+def test_a_batch_makes_the_same_queries_whether_it_holds_10_or_200_recipients(
+    backend, uids, size
+) -> None:
+    """One statement per table however many recipients: a batch's query count is the same for
+    10 as for 200, in the middle of a campaign and as its last batch."""
+    ChannelSetting.objects.create(channel="daily", rate_per_s=1_000_000, batch_size=size)
+    scenario = business_with_followers(uids(2 * size + 1), blocked_every=5)
+    campaign = launch(scenario)
+    fanout.campaign_plan_step(campaign.pk)
+    middle, last = CampaignBatch.objects.filter(campaign=campaign).order_by("index")
+    for batch, expected in (
+        (middle, BATCH_QUERIES[backend]),
+        (last, BATCH_QUERIES[backend] + FINISH_QUERIES),
+    ):
+        assert batch.size == size
+        with CaptureQueriesContext(connection) as queries:
+            assert fanout.batch_run(batch.pk).state == "done"
+        assert len(queries) == expected, [q["sql"][:100] for q in queries.captured_queries]
     assert_exactly_once(
         campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
     )
@@ -286,14 +334,14 @@ def test_a_store_down_past_every_attempt_fails_the_campaign(uids, monkeypatch) -
     def down(*args, **kwargs):
         raise ConnectionError("HBase down")
 
-    monkeypatch.setattr(services, "deliver_many", down)
+    monkeypatch.setattr(fanout, "deliver_many", down)
     campaign = launch(scenario)
-    services.campaign_plan_step(campaign.pk)
+    fanout.campaign_plan_step(campaign.pk)
     batch = CampaignBatch.objects.get(campaign=campaign)
-    for _ in range(services.MAX_ATTEMPTS):
+    for _ in range(fanout.MAX_ATTEMPTS):
         with pytest.raises(ConnectionError):
-            services.batch_run(batch.pk)
-    assert services.batch_run(batch.pk).state == "done"  # given up: nothing runs it again
+            fanout.batch_run(batch.pk)
+    assert fanout.batch_run(batch.pk).state == "done"  # given up: nothing runs it again
 
     failed = Campaign.objects.get(pk=campaign.pk)
     assert (failed.status, failed.delivered, failed.failed) == (CampaignStatus.FAILED, 0, 20)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.test import override_settings
 
-from bulk import recall, services
+from bulk import fanout, recall
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
 from messaging import inbox as inbox_module
 from messaging import selectors
@@ -103,18 +103,18 @@ def test_recalling_a_running_campaign_cancels_it_and_nothing_more_is_delivered(
     ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=10)
     scenario = business_with_followers(uids(31), limit=0)
     campaign = launch(scenario)
-    while services.campaign_plan_step(campaign.pk):
+    while fanout.campaign_plan_step(campaign.pk):
         pass
     batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
     assert len(batches) == 3
-    services.batch_run(batches[0].pk)  # the first batch went out before the recall
+    fanout.batch_run(batches[0].pk)  # the first batch went out before the recall
     delivered_first = set(batches[0].uids)
 
     message_recall(msgkey=campaign.msgkey or 0, actor_uid=scenario.sender, operator=True)
     assert Campaign.objects.get(pk=campaign.pk).status == CampaignStatus.CANCELLED
     recall_every_batch(campaign)
     for batch in batches[1:]:  # a delivery racing the recall finds its batch closed
-        assert services.batch_run(batch.pk).state == "done"
+        assert fanout.batch_run(batch.pk).state == "done"
         assert CampaignBatch.objects.get(pk=batch.pk).state == BatchState.DONE
 
     inbox = get_inbox()

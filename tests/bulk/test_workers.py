@@ -8,7 +8,7 @@ import signal
 import pytest
 from django.test import override_settings
 
-from bulk import services
+from bulk import fanout, services
 from bulk.models import Campaign, CampaignBatch, CampaignStatus, ChannelSetting
 from tests.bulk.helpers import assert_exactly_once, business_with_followers, launch
 from tests.conftest import wait_for
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.worker
 
 def _finished(campaign_id: int, sweep: bool = False) -> bool:
     if sweep:
-        services.sweep()
+        fanout.sweep()
     return Campaign.objects.get(pk=campaign_id).status == CampaignStatus.FINISHED
 
 
@@ -45,7 +45,7 @@ def test_kill_minus_nine_mid_campaign_then_recovery_is_exactly_once(workers, uid
 def test_every_batch_message_delivered_twice_changes_nothing(workers, uids) -> None:
     scenario = business_with_followers(uids(5001))
     campaign = launch(scenario)
-    while services.campaign_plan_step(campaign.pk):
+    while fanout.campaign_plan_step(campaign.pk):
         pass  # planned here, so the duplicates below race the originals in the queue
     ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True))
     services.enqueue_batches("daily", ids)  # a second copy of every batch message

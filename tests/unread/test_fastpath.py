@@ -27,8 +27,10 @@ from api.models import Scope
 from config import metrics
 from config.redis import get_redis
 from config.redis_mux import MuxRedis
+from messaging import services
 from messaging.convcache import keys as convcache_keys
 from messaging.convcache import prewarm
+from messaging.counters import epoch, keys
 from messaging.counters.store import unread_incr_many
 from tests.api.factories import ClientApi, inbox_api, make_api
 from tests.messaging.test_convcache import seed
@@ -371,3 +373,18 @@ def test_settings_or_a_view_policy_it_does_not_reproduce_turn_it_off(
         "UnreadApi.throttle_classes",
     ]
     assert not Stack().app.enabled
+
+
+def test_after_a_redis_restart_an_unrepaired_user_goes_to_django(uids: Uids) -> None:
+    alice, bob = uids(2)
+    content = {"type": "text", "text": "x"}
+    services.message_send(sender_uid=alice, receiver_uid=bob, content=content, client_msg_id="x")
+    bff, stack = inbox_api("bff-epoch"), Stack()
+    path, auth = unread_path(bob), bearer(bff.token)
+    epoch.check_restart()
+    get_redis().delete(keys.unread(bob))
+    get_redis().set(keys.RUN_ID, "a-previous-run")
+    epoch.check_restart()
+    assert stack.get(path, auth).json["total"] == 1
+    assert stack.handed_on == 1  # Django repaired the counters first
+    assert stack.fast(path, auth).json["total"] == 1  # verified now: answered on the loop

@@ -7,7 +7,7 @@
                   [--watch [--interval S] [--timeout S]]
 
 The options become the body of ``POST /campaigns`` and are validated by the same serializer, then
-created by the same services (``bulk.selectors.campaign_submit`` / ``campaign_preview``), so the
+created by the same services (``bulk.services.campaign_submit`` / ``campaign_preview``), so the
 CLI refuses exactly what the API refuses, as one readable line (CommandError, exit 1).
 ``--uids-file`` streams the file into a stored audience first (printed, reusable with
 ``--audience``); with ``--dry-run`` even that is rolled back, so a dry run stores nothing.
@@ -25,7 +25,7 @@ from rest_framework.exceptions import ValidationError
 
 from api.errors import MissiveError
 from api.exceptions import flatten
-from bulk import audiences, selectors
+from bulk import services
 from bulk.management.commands.campaign_watch import console_for, positive_float, watch
 from bulk.models import Audience, Campaign
 from bulk.serializers import CampaignCreateIn, upload_lines
@@ -82,7 +82,7 @@ class Command(BaseCommand):
     # -- the two paths -------------------------------------------------------------------------
     def _create(self, options: dict[str, Any]) -> Campaign:
         data = self._validated(options)
-        campaign, _ = selectors.campaign_submit(
+        campaign, _ = services.campaign_submit(
             sender_uid=data["sender_uid"],
             content=data["content"],
             audience_spec=data["audience"],
@@ -98,7 +98,7 @@ class Command(BaseCommand):
     def _dry_run(self, options: dict[str, Any]) -> None:
         with transaction.atomic():  # a --uids-file audience is rolled back with the rest
             data = self._validated(options)
-            preview = selectors.campaign_preview(
+            preview = services.campaign_preview(
                 sender_uid=data["sender_uid"],
                 audience_spec=data["audience"],
                 channel=data["channel"],
@@ -150,15 +150,15 @@ class Command(BaseCommand):
         try:
             with path.open("rb") as stream:
                 lines = upload_lines(iter(lambda: stream.read(CHUNK_BYTES), b""))
-                audience = audiences.audience_from_lines(
-                    lines=lines, sender_uid=int(sender), name=path.name[:200]
+                return services.audience_upload(
+                    lines=lines, client=None, sender_uid=int(sender), name=path.name[:200]
                 )
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
-        if audience.count == 0:
-            audience.delete()
-            raise CommandError(f"No valid uid in {path} ({audience.invalid_lines} invalid lines).")
-        return audience
+        except services.NoValidUid as exc:
+            raise CommandError(
+                f"No valid uid in {path} ({exc.invalid_lines} invalid lines)."
+            ) from exc
 
 
 def _content(options: dict[str, Any]) -> Any:

@@ -17,7 +17,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from unread.rebuild import RebuildStats, iter_orphan_counters, iter_owners, unread_rebuild_many
+from messaging.counters.rebuild import (
+    RebuildStats,
+    iter_orphan_counters,
+    iter_owners,
+    unread_rebuild_many,
+)
 
 
 class Command(BaseCommand):

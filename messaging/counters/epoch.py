@@ -1,0 +1,66 @@
+"""Counters that survive a Redis crash: notice the restart, repair each user on their next read.
+
+Redis persists with AOF (``appendfsync everysec``: scripts/services), so a Redis killed with -9
+comes back with all but its last second of writes, and one that lost its files comes back empty.
+Either way some users' counters may be behind the truth (inbox entries after each conversation's
+read position), and nothing else would ever correct them.
+
+- **Detection** (``check_restart``, the beat task ``messaging.counters_check`` every 5 s): Redis's
+  ``run_id`` changes at every start. When it differs from the one recorded in ``counters:run_id``
+  (or that key is gone with the rest of the data) the counters' epoch moves to a new random token.
+- **Repair, lazily** (``ensure_fresh``): a read of a user's counters (the unread summary, the
+  conversation list; the unread fast path hands such a request to Django) first compares the
+  user's ``unread:v:{u:<uid>}`` with the epoch; if they differ the user's counters are rebuilt
+  from the truth (``rebuild.unread_rebuild_user``, one Lua replace) and marked verified. Each user
+  costs one rebuild per epoch; ``missive_unread_repairs_total`` counts them.
+- No epoch at all (a new Redis that no check has seen yet) means nothing to repair.
+
+A read that races a delivery to the same user while it is being repaired may be off by that one
+message until the user's next repair (the same caveat as ``manage.py unread_rebuild``); reads after
+the deliveries settle are exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from config import metrics
+from config.redis import get_redis
+from messaging.counters import keys
+from messaging.counters.rebuild import unread_rebuild_user
+
+log = logging.getLogger(__name__)
+VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
+
+
+def check_restart() -> bool:
+    """Move the epoch on if Redis restarted since the last check; True when it did."""
+    client = get_redis()
+    run_id = str(client.info("server")["run_id"])
+    recorded = client.get(keys.RUN_ID)
+    if recorded in (run_id, run_id.encode()):
+        return False
+    pipe = client.pipeline(transaction=False)
+    pipe.set(keys.EPOCH, secrets.token_hex(8))
+    pipe.set(keys.RUN_ID, run_id)
+    pipe.execute()
+    metrics.inc("counters_epochs")
+    if recorded is not None:  # not the first check of a new Redis
+        log.warning("counters: Redis restarted; every user's counters are repaired on next read")
+    return True
+
+
+def ensure_fresh(uid: int) -> bool:
+    """Rebuild ``uid``'s counters if they predate the epoch; True when they were rebuilt."""
+    client = get_redis()
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.EPOCH)
+    pipe.get(keys.verified(uid))
+    epoch, mark = pipe.execute()
+    if epoch is None or mark == epoch:
+        return False
+    unread_rebuild_user(uid)
+    client.set(keys.verified(uid), epoch, ex=VERIFIED_TTL_S)
+    metrics.inc("unread_repairs")
+    return True

@@ -1,0 +1,125 @@
+"""Pause, resume and cancel through the API (``POST /campaigns/{id}/pause|resume|cancel``), and what
+they do to delivery, rate and ETA; a scheduled campaign waits."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from bulk import fanout
+from bulk.models import Campaign, CampaignBatch
+from tests.api.factories import ClientApi
+from tests.bulk.helpers import Uids, campaigns_api, create, drive, progress, received, shop
+
+pytestmark = pytest.mark.django_db
+
+
+# -- control --------------------------------------------------------------------------------------
+def planned(fans: int, uids: Uids) -> tuple[ClientApi, int, list[int], str]:
+    """A shop's campaign to ``fans`` listed uids, planned but not run: (api, sender, fans, id)."""
+    sender, *listed = uids(fans + 1)
+    shop(sender)
+    api = campaigns_api(sender)
+    campaign_id = create(api, sender, {"type": "uids", "uids": listed})["id"]
+    while fanout.campaign_plan_step(int(campaign_id)):
+        pass
+    return api, sender, listed, campaign_id
+
+
+def test_pause_resume_and_cancel_through_the_api(uids: Uids) -> None:
+    api, sender, fans, campaign_id = planned(3, uids)
+
+    status, paused = api.call("POST", f"/campaigns/{campaign_id}/pause")
+    assert status == 200, paused
+    assert (paused["status"], paused["pause_reason"], paused["eta_s"]) == ("paused", "manual", None)
+    for batch_id in CampaignBatch.objects.filter(campaign_id=campaign_id).values_list(
+        "pk", flat=True
+    ):
+        fanout.batch_run(batch_id)  # a queued batch meets a paused campaign: nothing sent
+    assert all(received(fan, sender) == [] for fan in fans)
+
+    status, resumed = api.call("POST", f"/campaigns/{campaign_id}/resume")
+    assert status == 200, resumed
+    assert (resumed["status"], resumed["pause_reason"]) == ("running", None)
+    drive(campaign_id)
+    assert progress(api, campaign_id)["delivered"] == 3
+
+    status, refused = api.call("POST", f"/campaigns/{campaign_id}/cancel")
+    assert status == 409, refused
+    assert refused["error"] == "conflict"
+    status, refused = api.call("POST", f"/campaigns/{campaign_id}/resume")
+    assert status == 409, refused
+
+
+def test_rate_and_eta_leave_out_the_time_a_campaign_spent_paused(uids: Uids) -> None:
+    api, _, _, campaign_id = planned(2, uids)
+    # 100 s ago it started; 1,000 of 3,000 went out before it was paused 80 s ago.
+    now = timezone.now()
+    Campaign.objects.filter(pk=campaign_id).update(
+        started_at=now - timedelta(seconds=100), total=3000, delivered=1000
+    )
+    assert api.call("POST", f"/campaigns/{campaign_id}/pause")[0] == 200
+    Campaign.objects.filter(pk=campaign_id).update(paused_at=now - timedelta(seconds=80))
+    paused = progress(api, campaign_id)
+    assert 45 <= paused["rate_per_s"] <= 55  # 1,000 in 20 s of running, frozen while paused
+    assert paused["eta_s"] is None
+
+    assert api.call("POST", f"/campaigns/{campaign_id}/resume")[0] == 200
+    resumed = progress(api, campaign_id)
+    assert 45 <= resumed["rate_per_s"] <= 55  # not 1,000 / 100 s
+    assert 36 <= resumed["eta_s"] <= 44  # 2,000 more at ~50/s
+
+
+def test_a_cancelled_campaign_sends_no_more_batches(uids: Uids) -> None:
+    sender, *fans = uids(4)
+    shop(sender)
+    api = campaigns_api(sender)
+    campaign_id = create(api, sender, {"type": "uids", "uids": fans})["id"]
+
+    status, cancelled = api.call("POST", f"/campaigns/{campaign_id}/cancel")
+    drive(campaign_id)
+
+    assert status == 200, cancelled
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["finished_at"] is not None
+    shown = progress(api, campaign_id)
+    assert (shown["status"], shown["delivered"]) == ("cancelled", 0)
+    assert all(received(fan, sender) == [] for fan in fans)
+
+
+def test_cancelling_again_keeps_the_time_it_was_cancelled(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    campaign_id = create(api, sender, {"type": "uids", "uids": [fan]})["id"]
+    first = api.call("POST", f"/campaigns/{campaign_id}/cancel")[1]
+    time.sleep(0.01)  # so that a rewritten finished_at would differ
+
+    status, again = api.call("POST", f"/campaigns/{campaign_id}/cancel")
+
+    assert status == 200, again
+    assert again["status"] == "cancelled"
+    assert again["finished_at"] == first["finished_at"] == progress(api, campaign_id)["finished_at"]
+
+
+def test_a_scheduled_campaign_waits_and_can_be_cancelled(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+    later = (timezone.now() + timedelta(days=1)).isoformat()
+
+    created = create(api, sender, {"type": "uids", "uids": [fan]}, scheduled_at=later)
+    status, refused = api.call("POST", f"/campaigns/{created['id']}/pause")
+    status2, cancelled = api.call("POST", f"/campaigns/{created['id']}/cancel")
+
+    assert (created["status"], created["started_at"], created["rate_per_s"]) == (
+        "scheduled",
+        None,
+        0.0,
+    )
+    assert created["scheduled_at"] is not None
+    assert status == 409, refused
+    assert (status2, cancelled["status"]) == (200, "cancelled")
