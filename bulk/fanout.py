@@ -8,6 +8,14 @@ bucket, admits it against quotas and budget in one Lua call, fans it out
 ``sweep`` (beat) re-enqueues what a dead worker left behind, starts scheduled campaigns and
 resumes those the daily budget paused.
 
+Outages never fail a batch. A store that does not answer (``config.outages``) while a batch
+delivers puts the batch back, its attempt refunded, and pauses the campaign with reason
+``store_unavailable``; the sweep probes the stores and resumes it as soon as they all answer, for
+up to BULK_OUTAGE_HORIZON_S (then it stays paused, reason ``outage_too_long``, for an
+operator). A batch task that meets the outage before it could put its batch back retries with
+capped exponential backoff and jitter (bulk.tasks). Only a batch that fails MAX_ATTEMPTS times
+for another reason (bad data, a bug) is ``failed``, with the error kept on the batch.
+
 A batch costs the same number of SQL queries whatever its size (pinned in
 tests/bulk/test_fanout.py): who blocks the sender and the sender's category are one query each
 (messaging.selectors), the rows one multi-row statement per table.
@@ -15,10 +23,12 @@ tests/bulk/test_fanout.py): who blocks the sender and the sender's category are 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -28,15 +38,21 @@ from bulk import audiences, ledger, quotas
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus
 from bulk.services import (
+    PAUSE_OUTAGE,
+    PAUSE_OUTAGE_TOO_LONG,
     campaign_pause,
     campaign_resume,
     campaign_start,
+    campaign_wait_for_stores,
     enqueue_batches,
     enqueue_plan,
 )
+from config import metrics
+from config.outages import store_unavailable, stores_answer
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
 
+log = logging.getLogger(__name__)
 BATCHES_PER_PLAN_STEP = 20
 MAX_ATTEMPTS = 5
 PAUSE_BUDGET = "budget"
@@ -107,7 +123,7 @@ def _next_batches(campaign: Campaign) -> list[CampaignBatch]:
 # -- running one batch -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchRun:
-    state: str  # done | inactive | leased | throttled | paused
+    state: str  # done | inactive | leased | throttled | paused | waiting
     retry_in_ms: int = 0
 
 
@@ -135,13 +151,11 @@ def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
     campaign = batch.campaign
     try:
         result = _fan_out(campaign, batch)
-    except Exception:
-        if batch.attempts + 1 >= MAX_ATTEMPTS:
-            ledger.complete(
-                batch, token, BatchResult(0, 0, 0, failed=batch.size), BatchState.FAILED
-            )
-        else:
-            ledger.release(batch.pk, token)
+    except Exception as exc:
+        if store_unavailable(exc):
+            _wait_for_stores(batch, token, exc)
+            return BatchRun("waiting")
+        _failed_attempt(batch, token, exc)
         raise
     if result is None:
         ledger.release(batch.pk, token)
@@ -152,6 +166,26 @@ def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
         campaign_pause(campaign_id=campaign.pk, reason=PAUSE_BUDGET)
         return BatchRun("paused")
     return BatchRun("done")
+
+
+def _wait_for_stores(batch: CampaignBatch, token: str, exc: Exception) -> None:
+    """Put the batch back (its attempt refunded) and pause the campaign until the stores answer.
+    If the database is the store that is down, this raises too: the task then retries with
+    backoff, and the lease runs out if it never can (the sweep hands the batch on)."""
+    log.warning("bulk: batch %s waits for a store: %r", batch.pk, exc)
+    metrics.inc("bulk_outage_waits")
+    ledger.release(batch.pk, token, refund=True)
+    campaign_wait_for_stores(campaign_id=batch.campaign_id)
+
+
+def _failed_attempt(batch: CampaignBatch, token: str, exc: Exception) -> None:
+    if batch.attempts + 1 < MAX_ATTEMPTS:
+        ledger.release(batch.pk, token)
+        return
+    log.error("bulk: batch %s failed after %d attempts: %r", batch.pk, MAX_ATTEMPTS, exc)
+    ledger.complete(batch, token, BatchResult(0, 0, 0, failed=batch.size), BatchState.FAILED)
+    reason = f"{type(exc).__name__}: {exc}"[:300]
+    CampaignBatch.objects.filter(pk=batch.pk).update(error=reason)
 
 
 def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
@@ -190,6 +224,7 @@ class SweepReport:
     planners_requeued: int
     started: int
     resumed: int
+    resumed_after_outage: int = 0
 
 
 def sweep(limit: int = 1000) -> SweepReport:
@@ -197,8 +232,31 @@ def sweep(limit: int = 1000) -> SweepReport:
     stale = now - timedelta(seconds=ledger.lease_seconds())
     requeued = _requeue_stale_batches(now, stale, limit)
     return SweepReport(
-        requeued, _requeue_lost_planners(now, stale, limit), _start_due(now), _resume_budget()
+        requeued,
+        _requeue_lost_planners(now, stale, limit),
+        _start_due(now),
+        _resume_budget(),
+        _resume_after_outage(now),
     )
+
+
+def _resume_after_outage(now: datetime) -> int:
+    """Resume the campaigns an outage paused once every store answers; give up on those that
+    have waited past BULK_OUTAGE_HORIZON_S (they stay paused for an operator)."""
+    waiting = Campaign.objects.filter(status=CampaignStatus.PAUSED, pause_reason=PAUSE_OUTAGE)
+    found = list(waiting.values_list("pk", "paused_at")[:100])
+    if not found or not stores_answer():
+        return 0
+    horizon = timedelta(seconds=settings.BULK_OUTAGE_HORIZON_S)
+    resumed = 0
+    for pk, paused_at in found:
+        if paused_at is not None and now - paused_at > horizon:
+            waiting.filter(pk=pk).update(pause_reason=PAUSE_OUTAGE_TOO_LONG)
+            log.error("bulk: campaign %s waited past the outage horizon; left paused", pk)
+            continue
+        campaign_resume(campaign_id=pk)
+        resumed += 1
+    return resumed
 
 
 def _requeue_stale_batches(now: datetime, stale: datetime, limit: int) -> int:

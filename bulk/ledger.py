@@ -55,9 +55,16 @@ def lease(batch_id: int) -> str | None:
     return token if _execute(sql, params) else None
 
 
-def release(batch_id: int, token: str) -> None:
+def release(batch_id: int, token: str, *, refund: bool = False) -> None:
+    """Give the batch back (pending). ``refund``: the attempt does not count (a store was down:
+    waiting it out must not use up the attempts kept for batches that cannot succeed)."""
+    attempts = F("attempts") - 1 if refund else F("attempts")
     CampaignBatch.objects.filter(pk=batch_id, state=BatchState.RUNNING, lease_token=token).update(
-        state=BatchState.PENDING, lease_token="", lease_until=None, enqueued_at=timezone.now()
+        state=BatchState.PENDING,
+        lease_token="",
+        lease_until=None,
+        enqueued_at=timezone.now(),
+        attempts=attempts,
     )
 
 

@@ -173,6 +173,9 @@ class CampaignBatch(models.Model):
     skipped_blocked = models.IntegerField(default=0)
     failed = models.IntegerField(default=0)
     finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(
+        max_length=300, blank=True, help_text="why the batch failed (bad data, not an outage)"
+    )
 
     class Meta:
         constraints = [

@@ -14,7 +14,7 @@ run a batch, sweep) is bulk.fanout; reads are bulk.selectors.
   transaction that is rolled back, so the preview walks exactly what the campaign would walk.
 - control: ``campaign_pause`` / ``resume`` / ``cancel`` / ``start`` change the status under the
   campaign's row lock; a status that does not allow it is a Conflict (409). Tasks go out after
-  commit.
+  commit. ``campaign_wait_for_stores`` is the workers' pause while a store is down.
 """
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ from bulk.models import (
 from messaging.content import validate_content
 from messaging.selectors import blocked_receivers, sender_category
 from messaging.services import message_store
+
+# A campaign waiting out a store outage (bulk.fanout): paused with this reason, resumed by the
+# sweep once the stores answer.
+PAUSE_OUTAGE = "store_unavailable"
+PAUSE_OUTAGE_TOO_LONG = "outage_too_long"  # past BULK_OUTAGE_HORIZON_S: an operator's
 
 
 # -- audiences ---------------------------------------------------------------------------------
@@ -334,6 +339,21 @@ def campaign_pause(*, campaign_id: int, reason: str = "manual") -> Campaign:
         campaign.paused_at = campaign.paused_at or timezone.now()  # paused again: same pause
 
     return _transition(campaign_id, [CampaignStatus.RUNNING, CampaignStatus.PAUSED], pause)
+
+
+def campaign_wait_for_stores(*, campaign_id: int) -> bool:
+    """Pause a running campaign with reason ``store_unavailable`` (bulk.sweep resumes it once the
+    stores answer); False when it was not running (an operator's pause is kept as it is)."""
+
+    def pause(campaign: Campaign) -> None:
+        campaign.status, campaign.pause_reason = CampaignStatus.PAUSED, PAUSE_OUTAGE
+        campaign.paused_at = campaign.paused_at or timezone.now()
+
+    try:
+        _transition(campaign_id, [CampaignStatus.RUNNING], pause)
+    except Conflict:
+        return False
+    return True
 
 
 def campaign_resume(*, campaign_id: int) -> Campaign:

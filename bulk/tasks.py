@@ -6,21 +6,43 @@ by name, so each channel has its own queue and workers.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from bulk import fanout, recall
+from config.outages import backoff_s, store_unavailable
+
+log = logging.getLogger(__name__)
 
 
-def _run(task: Task, batch_id: int) -> str:
+def _run(task: Task, batch_id: int, outage_since: float | None) -> str:
     try:
         outcome = fanout.batch_run(batch_id)
     except Exception as exc:
+        if store_unavailable(exc):
+            return _wait_out(task, batch_id, outage_since or time.time(), exc)
         raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
     if outcome.retry_in_ms:  # channel out of tokens: come back later, never sleep
         task.apply_async((batch_id,), countdown=outcome.retry_in_ms / 1000)
     return outcome.state
+
+
+def _wait_out(task: Task, batch_id: int, since: float, exc: Exception) -> str:
+    """A store did not answer before the batch could be put back: retry with capped exponential
+    backoff and jitter until the outage horizon; past it the batch's lease runs out and the
+    sweep hands it on (nothing is dropped either way)."""
+    if time.time() - since > settings.BULK_OUTAGE_HORIZON_S:
+        log.error("bulk: batch %s gave up retrying after the outage horizon: %r", batch_id, exc)
+        return "abandoned"
+    countdown = backoff_s(task.request.retries, settings.BULK_OUTAGE_BACKOFF_MAX_S)
+    log.warning("bulk: batch %s retries in %.1f s, a store is down: %r", batch_id, countdown, exc)
+    raise task.retry(
+        args=(batch_id,), kwargs={"outage_since": since}, countdown=countdown, max_retries=None
+    ) from exc
 
 
 # Nobody reads a batch's or a plan step's result (the ledger is the truth): ignore_result saves a
@@ -33,13 +55,13 @@ BATCH_TASK: dict[str, Any] = {
 
 
 @shared_task(name="bulk.daily.run_batch", bind=True, **BATCH_TASK)
-def run_batch_daily(self: Task, batch_id: int) -> str:
-    return _run(self, batch_id)
+def run_batch_daily(self: Task, batch_id: int, outage_since: float | None = None) -> str:
+    return _run(self, batch_id, outage_since)
 
 
 @shared_task(name="bulk.priority.run_batch", bind=True, **BATCH_TASK)
-def run_batch_priority(self: Task, batch_id: int) -> str:
-    return _run(self, batch_id)
+def run_batch_priority(self: Task, batch_id: int, outage_since: float | None = None) -> str:
+    return _run(self, batch_id, outage_since)
 
 
 # A plan step enqueues the next one itself (in the middle of its batches), so these only call it.

@@ -18,6 +18,7 @@ Series, each prefixed ``missive_``:
   prewarm_triggered_total{reason}       unread | burst
   fanout_recipients_total               messages written into timelines (rate() = fan-out rate)
   announcements_published_total
+  bulk_outage_waits_total               batches put back to wait out a store outage
   counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
   unread_repairs_total                  users whose counters were rebuilt lazily after that
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
@@ -61,6 +62,7 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "prewarm_triggered": ("Prewarms enqueued, by trigger.", ("reason",)),
     "fanout_recipients": ("Messages written into recipients' timelines.", ()),
     "announcements_published": ("Announcements published to all users.", ()),
+    "bulk_outage_waits": ("Batches put back because a store did not answer.", ()),
     "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
     "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
 }

@@ -12,14 +12,19 @@ an unknown column alike), so it is told apart by the server's error code.
 
 from __future__ import annotations
 
+import random
 import socket
 
 import happybase  # noqa: F401  (loads the Hbase_thrift module below)
-from django.db import InterfaceError, OperationalError
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from happybase.pool import NoConnectionsAvailable
 from Hbase_thrift import IOError as HBaseIOError
 from redis import exceptions as redis_errors
 from thriftpy2.transport import TTransportException
+
+from config import hbase
+from config.redis import get_redis
 
 # Client-side (2xxx) connection losses and the server's own "come back later" answers:
 # 1040 too many connections, 1053 shutting down, 1205 lock wait timeout, 1213 deadlock,
@@ -58,6 +63,28 @@ def _unavailable(exc: BaseException) -> bool:
     if isinstance(exc, OperationalError):
         return _db_unavailable(exc)
     return False
+
+
+def stores_answer(timeout_s: float = 2.0) -> bool:
+    """Whether every store a batch writes answers now: the database, Redis, and HBase when the
+    inbox or the conversation-list cache lives there."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        get_redis().ping()
+        if settings.INBOX_BACKEND == "hbase" or settings.CONVCACHE_HBASE:
+            hbase.ping(timeout_s)
+    except Exception as exc:
+        if store_unavailable(exc) or isinstance(exc, OSError):
+            return False
+        raise
+    return True
+
+
+def backoff_s(attempt: int, cap_s: float) -> float:
+    """Exponential backoff, capped, with jitter (half to all of the step): 1, 2, 4 ... cap."""
+    step = min(cap_s, 2.0 ** min(attempt, 30))
+    return step * random.uniform(0.5, 1.0)
 
 
 def _db_unavailable(exc: OperationalError) -> bool:

@@ -138,6 +138,13 @@ HBASE = {
 # bulk.sweep beat task once the lease has expired (recovery ~ one lease, not the broker's
 # visibility timeout).
 BULK_LEASE_S = env_int("BULK_LEASE_S", 60)
+# A store that does not answer (config/outages.py) never fails a batch: the batch is put back and
+# its campaign paused with reason "store_unavailable" until the stores answer again (bulk.sweep
+# probes them), for up to this long; past it the campaign stays paused for an operator.
+BULK_OUTAGE_HORIZON_S = env_int("BULK_OUTAGE_HORIZON_S", 6 * 3600)
+# A batch task that met an outage before it could put its batch back retries with exponential
+# backoff up to this, with jitter.
+BULK_OUTAGE_BACKOFF_MAX_S = env_int("BULK_OUTAGE_BACKOFF_MAX_S", 60)
 
 # --- Conversation-list cache and announcements (messaging/convcache, unread/announcements) ----
 # Tiers: Redis (24 h) → HBase convlist → MySQL, first CONVCACHE_SIZE conversations per owner.

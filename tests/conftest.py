@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from redis.exceptions import RedisError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,8 +142,11 @@ class Workers:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise AssertionError(f"celery worker {node} exited with {proc.returncode}")
-            if app.control.ping(destination=[node], timeout=0.5):
-                return
+            try:
+                if app.control.ping(destination=[node], timeout=0.5):
+                    return
+            except (OSError, RedisError):  # a broker restarted under a pooled connection:
+                continue  # kombu reconnects on the next call
         raise AssertionError(f"celery worker {node} did not answer a ping within {timeout}s")
 
     def stop_all(self) -> None:

@@ -1,0 +1,149 @@
+"""Store outages in the middle of a campaign, on the real services, driven by the project's own
+script (``scripts/services stop|kill|start``), with real Celery workers delivering.
+
+Each fault ends with the campaign finished, ``failed == 0``, and every recipient exact: one inbox
+entry, one conversation, unread 1 (read through the API's own path, which repairs counters a
+crashed Redis lost). The beat is played by the test's loop: ``bulk.sweep`` and the counters'
+restart check, every half second.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection
+from django.test import override_settings
+
+from bulk import fanout
+from bulk.models import Campaign, CampaignStatus, ChannelSetting
+from config import hbase
+from config.redis import get_redis
+from messaging.counters import epoch
+from messaging.inbox import _cached, get_inbox
+from messaging.models import Conversation
+from tests.bulk.helpers import Scenario, business_with_followers, launch
+from tests.conftest import wait_for
+from unread.selectors import unread_summary
+
+pytestmark = [pytest.mark.worker, pytest.mark.faults]
+ROOT = Path(__file__).resolve().parents[2]
+RECIPIENTS = 4000
+LEASE_S = 3
+
+
+def services(action: str, name: str) -> None:
+    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
+    subprocess.run(
+        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
+    )
+
+
+def reconnecting(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """The test's own database connection dies with a restarted MariaDB: reopen it."""
+
+    def call() -> Any:
+        try:
+            return fn()
+        except OperationalError:
+            connection.close()
+            return False
+
+    return call
+
+
+def beat_and_status(campaign_id: int) -> str:
+    """One beat tick (what ``celery beat`` runs every few seconds), then the campaign's status."""
+    try:
+        fanout.sweep()
+        epoch.check_restart()
+    except Exception:  # a store still down: the beat's next tick tries again
+        connection.close()
+        return "beat-failed"
+    return str(Campaign.objects.get(pk=campaign_id).status)
+
+
+@pytest.fixture
+def campaign_setup(workers: Any, uids: Callable[[int], list[int]]) -> Iterator[Any]:
+    """An HBase-inbox campaign of RECIPIENTS, two daily workers, short leases."""
+    workers.env.update({"INBOX_BACKEND": "hbase", "BULK_LEASE_S": str(LEASE_S)})
+    with override_settings(INBOX_BACKEND="hbase", BULK_LEASE_S=LEASE_S):
+        _cached.cache_clear()
+        ChannelSetting.objects.create(channel="daily", rate_per_s=1500, batch_size=250)
+        scenario = business_with_followers(uids(RECIPIENTS + 1), blocked_every=101)
+        workers.start(queues="bulk.daily", concurrency=2)
+        yield scenario
+    _cached.cache_clear()
+    hbase.reset_pools()
+
+
+def run_with_fault(
+    scenario: Scenario, down: Callable[[], None], up: Callable[[], None], hold_s: float
+) -> Campaign:
+    """Launch, take a store down once a quarter is delivered, hold, bring it back, finish."""
+    campaign = launch(scenario)
+    wait_for(lambda: Campaign.objects.get(pk=campaign.pk).delivered >= RECIPIENTS // 4, timeout=120)
+    down()
+    time.sleep(hold_s)
+    up()
+    during = reconnecting(lambda: Campaign.objects.get(pk=campaign.pk))()
+    assert during, "the campaign could not be read after the fault"
+    assert during.delivered < len(scenario.expected), "the fault came too late"
+    wait_for(
+        reconnecting(lambda: beat_and_status(campaign.pk) == CampaignStatus.FINISHED),
+        timeout=300,
+        every=0.5,
+    )
+    return Campaign.objects.get(pk=campaign.pk)
+
+
+def assert_every_recipient_exact(campaign: Campaign, scenario: Scenario) -> None:
+    assert (campaign.status, campaign.failed) == (CampaignStatus.FINISHED, 0)
+    assert campaign.delivered == len(scenario.expected)
+    assert campaign.skipped_blocked == len(scenario.blocked)
+    inbox = get_inbox()
+    assert {u for u in scenario.expected if inbox.count(u, scenario.sender) != 1} == set()
+    receivers = Conversation.objects.filter(peer_uid=scenario.sender)
+    assert set(receivers.values_list("owner_uid", flat=True)) == scenario.expected
+    wrong = {u for u in scenario.expected if unread_summary(u).by_peer != {scenario.sender: 1}}
+    assert wrong == set()
+
+
+def test_hbase_gateways_down_30_s_mid_campaign(campaign_setup: Scenario) -> None:
+    down, up = (
+        (lambda: services("stop", "hbase-thrift")),
+        (lambda: services("start", "hbase-thrift")),
+    )
+    campaign = run_with_fault(campaign_setup, down, up, hold_s=30)
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+def test_the_whole_hbase_restarted_mid_campaign(campaign_setup: Scenario) -> None:
+    down, up = (lambda: services("stop", "hbase")), (lambda: services("start", "hbase"))
+    campaign = run_with_fault(campaign_setup, down, up, hold_s=0)
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+def test_redis_killed_with_minus_nine_and_restarted(campaign_setup: Scenario) -> None:
+    epoch.check_restart()  # the running Redis is recorded, as the beat had done long before
+
+    def up() -> None:
+        services("start", "redis")
+        get_redis().connection_pool.disconnect()
+
+    campaign = run_with_fault(campaign_setup, lambda: services("kill", "redis"), up, hold_s=3)
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+def test_mariadb_restarted_mid_campaign(campaign_setup: Scenario) -> None:
+    def up() -> None:
+        services("start", "mariadb")
+        connection.close()
+
+    campaign = run_with_fault(campaign_setup, lambda: services("stop", "mariadb"), up, hold_s=5)
+    assert_every_recipient_exact(campaign, campaign_setup)
