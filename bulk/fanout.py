@@ -47,7 +47,7 @@ from bulk.services import (
     enqueue_batches,
     enqueue_plan,
 )
-from config import metrics
+from config import broker, metrics
 from config.outages import store_unavailable, stores_answer
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
@@ -230,6 +230,8 @@ class SweepReport:
 def sweep(limit: int = 1000) -> SweepReport:
     now = timezone.now()
     stale = now - timedelta(seconds=ledger.lease_seconds())
+    if broker.restarted():  # its queue may have lost messages: everything pending is owed now
+        stale = now
     requeued = _requeue_stale_batches(now, stale, limit)
     return SweepReport(
         requeued,

@@ -35,15 +35,14 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from functools import cache
 
-import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
+from config import broker
 from config.celery import QUEUES
 from config.redis import get_redis
 
@@ -134,13 +133,8 @@ atexit.register(flush)
 
 
 # -- exposition ------------------------------------------------------------------------------
-@cache
-def broker() -> redis.Redis:
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
-
-
 def queue_lengths() -> dict[str, int]:
-    pipe = broker().pipeline(transaction=False)
+    pipe = broker.client().pipeline(transaction=False)
     for queue in QUEUES:
         for suffix in PRIORITY_SUFFIXES:
             pipe.llen(queue + suffix)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from celery import current_app
 from django.db import OperationalError, connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
@@ -23,6 +24,7 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
+from config import broker
 from messaging import inbox as inbox_module
 from messaging.inbox import get_inbox
 from tests.bulk.helpers import (
@@ -455,3 +457,20 @@ def test_a_batch_that_cannot_succeed_fails_with_a_reason_after_its_attempts(
     assert kept.state == BatchState.FAILED
     assert kept.error == "ValueError: content body is not JSON-serialisable"
     assert all(get_inbox().count(uid, scenario.sender) == 0 for uid in scenario.followers)
+
+
+def test_a_restarted_broker_gets_every_pending_batch_again_at_once(uids) -> None:
+    """Its queue may have lost messages: the first sweep after the restart re-enqueues every
+    pending batch instead of waiting a lease for each."""
+    scenario = business_with_followers(uids(2501))
+    campaign = launch(scenario)
+    while fanout.campaign_plan_step(campaign.pk):
+        pass
+    current_app.control.purge()  # the messages went with the crashed broker
+    broker.restarted()  # the running broker is known
+    assert fanout.sweep().batches_requeued == 0  # recently enqueued: not yet overdue
+    broker.client().delete(broker.RUN_ID_KEY)  # a broker that came back without its data
+    assert fanout.sweep().batches_requeued == 3
+    assert fanout.sweep().batches_requeued == 0  # once per restart
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)

@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from config import metrics
+from config import broker, metrics
 from config.redis import get_redis
 from messaging import msgkey as keys
 from messaging import selectors, services, tasks
@@ -47,9 +47,9 @@ def cache_on(settings: Any) -> None:
 
 @pytest.fixture
 def empty_queue() -> Iterator[None]:
-    metrics.broker().delete("messaging")
+    broker.client().delete("messaging")
     yield
-    metrics.broker().delete("messaging")
+    broker.client().delete("messaging")
 
 
 @pytest.mark.django_db

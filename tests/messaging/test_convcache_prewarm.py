@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from config import hbase, metrics
+from config import broker as broker_redis
+from config import hbase
 from config.redis import get_redis
 from messaging import selectors, tasks
 from messaging.convcache import hbase_tier, keys, prewarm, redis_tier
@@ -32,7 +33,7 @@ def cache_on(settings: Any) -> None:
 @pytest.fixture
 def queue() -> Iterator[Callable[[], int]]:
     """Tasks waiting on the broker's ``messaging`` queue (nothing consumes it in these tests)."""
-    broker = metrics.broker()
+    broker = broker_redis.client()
     broker.delete("messaging")
 
     def length() -> int:

@@ -24,7 +24,7 @@ from rest_framework.throttling import AnonRateThrottle
 
 from api.clients import api_client_rotate_token, api_clients_revoke
 from api.models import Scope
-from config import metrics
+from config import broker as broker_redis
 from config.redis import get_redis
 from config.redis_mux import MuxRedis
 from messaging import services
@@ -301,7 +301,7 @@ def test_a_big_ups_request_enqueues_one_prewarm_per_window(
     seed(big, uids(21))
     seed(small, uids(3))
     assert prewarm.compute_big_ups() == 1
-    broker = metrics.broker()
+    broker = broker_redis.client()
     broker.delete("messaging")
     auth = bearer(bff.token)
     stack.get(unread_path(small), auth)  # warms the principal
