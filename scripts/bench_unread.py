@@ -221,7 +221,7 @@ def server_cpu_s(master: int) -> float:
 FAST_PARTS = {
     "token": "headers, Host, bearer token",
     "cached_principal": "principal from the process cache",
-    "pipeline": "Redis pipeline, 4 commands (CPU only)",
+    "pipeline": "Redis pipeline, 6 commands (CPU only)",
     "unread_from_copy": "announcements count from the copy",
     "big_up_cached": "big-UP check (prewarm trigger)",
 }
