@@ -5,7 +5,8 @@
   views accept: 1 to 19 digits, 1 .. 2^63-1 (a larger value answers 400 naming the field);
 - every operation documents 406 (an ``Accept`` the API cannot honour); operations that take a
   body document 415 (not JSON) and keep 411/413; operations without one do not list them;
-- every operation documents 503 (a store briefly unavailable; retry with ``Retry-After``).
+- every operation documents 503 (a store briefly unavailable; retry with ``Retry-After``);
+- every write (POST, PUT, DELETE) documents 429: its client's write rate (api.throttles).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ ID_PARAM_SCHEMA = {
     "example": "7301234567890123",
 }
 BODY_ONLY = ("411", "413", "415")
+WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+RATE_LIMITED = "over this client's write rate: retry after Retry-After seconds"
 EXTRA = {
     "406": "the Accept header asks for something other than JSON",
     "415": "the body is not JSON (Content-Type)",
@@ -30,9 +33,11 @@ EXTRA = {
 
 def finish(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     for path in result.get("paths", {}).values():
-        for operation in path.values():
+        for method, operation in path.items():
             _ids(operation)
             _statuses(operation)
+            if method.upper() in WRITES:
+                operation["responses"].setdefault("429", _error(RATE_LIMITED))
     return result
 
 

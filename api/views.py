@@ -18,10 +18,12 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from api.auth import require_scope
 from api.errors import LengthRequired, TooLarge
+from api.throttles import ClientWriteThrottle
 
 JSON_BODY_MAX = 64 * 1024
 
@@ -103,6 +105,11 @@ class ApiView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         check_body_size(request, self.max_body_bytes)
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        """Writes only, per client (api.throttles); ``throttle_classes`` stays empty, which the
+        unread fast path checks before it answers reads in front of Django."""
+        return [ClientWriteThrottle()]
 
     def check_permissions(self, request: Request) -> None:
         super().check_permissions(request)

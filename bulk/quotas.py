@@ -13,6 +13,7 @@ from django.db.models import Model
 
 from bulk import keys, lua
 from bulk.models import Channel, ChannelSetting, SenderPolicy
+from config import luascripts
 from config.redis import get_redis
 
 M = TypeVar("M", bound=Model)
@@ -140,5 +141,10 @@ def take_tokens(channel: str, count: int) -> int:
     """Take ``count`` tokens from the channel's bucket; returns 0 or the ms to wait."""
     setting = channel_setting(channel)
     capacity = max(setting.rate_per_s, setting.batch_size, count)
-    args = [setting.rate_per_s, capacity, count, time.time_ns() // 1_000_000]
-    return int(lua.call("take_tokens", [keys.token_bucket(channel)], args))
+    return luascripts.take_tokens(
+        keys.token_bucket(channel),
+        rate_per_s=setting.rate_per_s,
+        capacity=capacity,
+        want=count,
+        now_ms=time.time_ns() // 1_000_000,
+    )

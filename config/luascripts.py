@@ -23,3 +23,13 @@ class ScriptRegistry:
     def call(self, name: str, keys: Sequence[Any], args: Sequence[Any], client: Any = None) -> Any:
         """Run script ``name``; ``client`` may be a pipeline to batch it with other commands."""
         return self.script(name)(keys=list(keys), args=list(args), client=client)
+
+
+# Scripts of the platform itself (``config/lua``): the token bucket behind channel rates
+# (bulk.quotas) and API clients' write rates (api.throttles).
+platform = ScriptRegistry(Path(__file__).parent / "lua")
+
+
+def take_tokens(key: str, *, rate_per_s: float, capacity: float, want: int, now_ms: int) -> int:
+    """Take ``want`` tokens from the bucket at ``key``: 0 when taken, else ms until there are."""
+    return int(platform.call("token_bucket", [key], [rate_per_s, capacity, want, now_ms]))

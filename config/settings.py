@@ -178,6 +178,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- API ---------------------------------------------------------------------------------------
+# Writes (POST, PUT, DELETE) per API client: a token bucket in Redis (api/throttles.py);
+# past it, 429 with Retry-After.
+API_WRITE_RATE_PER_S = float(env("API_WRITE_RATE_PER_S", "2000"))
+API_WRITE_BURST = float(env("API_WRITE_BURST", "4000"))
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

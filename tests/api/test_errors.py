@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 from django.utils import timezone
 
 from api.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
@@ -20,7 +20,7 @@ from api.exceptions import api_exception_handler, api_server_error, flatten
 from api.models import ApiClient
 from config.redis import get_redis
 from messaging.models import ClientMessage, Message
-from tests.api.factories import Api, inbox_api, make_api, send_api
+from tests.api.factories import API, Api, inbox_api, make_api, send_api
 
 pytestmark = pytest.mark.django_db
 
@@ -508,3 +508,29 @@ def test_nested_validation_errors_are_flattened() -> None:
 
 def test_other_exceptions_stay_server_errors() -> None:
     assert api_exception_handler(RuntimeError("bug"), {}) is None
+
+
+# -- write rate ------------------------------------------------------------------------------------
+def test_writes_past_the_clients_rate_are_429_with_retry_after_and_store_nothing(
+    pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    alice, bob = pair
+    with override_settings(API_WRITE_RATE_PER_S=0.5, API_WRITE_BURST=2):
+        assert sender.send(alice, bob, "one")[0] == 201
+        assert sender.send(alice, bob, "two")[0] == 201
+        response = sender.http.post(
+            f"{API}/messages",
+            {
+                "sender_uid": alice,
+                "receiver_uid": bob,
+                "client_msg_id": "three",
+                "content": {"type": "text", "text": "three"},
+            },
+            format="json",
+        )
+        assert response.status_code == 429, response.content
+        assert response.json()["error"] == "rate_limited"
+        assert 1 <= int(response["Retry-After"]) <= 2
+        assert bff.unread(bob)["total"] == 2  # the refused write stored nothing
+        assert bff.unread(bob)["total"] == 2  # reads are not limited
+        assert inbox_api("other-client").call("PUT", f"/users/{bob}/blocks/{alice}")[0] == 204

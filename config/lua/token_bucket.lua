@@ -1,4 +1,4 @@
--- Token bucket of a channel. KEYS[1] bucket hash; ARGV[1] rate per s, ARGV[2] capacity,
+-- A token bucket (per channel, per API client). KEYS[1] bucket hash; ARGV[1] rate per s, ARGV[2] capacity,
 -- ARGV[3] tokens wanted, ARGV[4] now ms. Returns 0 when taken, else ms to wait for enough tokens.
 local rate = tonumber(ARGV[1])
 local capacity = tonumber(ARGV[2])
