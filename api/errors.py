@@ -48,21 +48,21 @@ class TooLarge(MissiveError):
     status = 413
 
 
-class Unavailable(MissiveError):
-    """A store (Redis, HBase, the database) did not answer: retry after ``retry_after_s``."""
+class RetryLater(MissiveError):
+    """An error the same request may retry: answered with ``Retry-After: retry_after_s``."""
+
+    def __init__(self, detail: str, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(RetryLater):
+    """A store (Redis, HBase, the database) did not answer."""
 
     code = "unavailable"
     status = 503
 
-    def __init__(self, detail: str, retry_after_s: int) -> None:
-        super().__init__(detail)
-        self.retry_after_s = retry_after_s
 
-
-class RateLimited(MissiveError):
+class RateLimited(RetryLater):
     code = "rate_limited"
     status = 429
-
-    def __init__(self, detail: str, retry_after_s: int) -> None:
-        super().__init__(detail)
-        self.retry_after_s = retry_after_s

@@ -32,7 +32,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from api.errors import MissiveError, RateLimited, Unavailable
+from api.errors import MissiveError, RetryLater, Unavailable
 from config.outages import store_unavailable
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
 def _missive(exc: MissiveError) -> Response:
     set_rollback()
     response = Response(error_body(exc.code, exc.detail, exc.fields), status=exc.status)
-    if isinstance(exc, RateLimited | Unavailable):
+    if isinstance(exc, RetryLater):
         response["Retry-After"] = str(max(1, exc.retry_after_s))
     return response
 
