@@ -165,11 +165,14 @@ class CampaignAdmin(BigTableAdmin):
         done: str,
     ) -> None:
         changed = 0
-        for pk in queryset.values_list("pk", flat=True):
+        for pk, before in queryset.values_list("pk", "status"):
             try:
-                action(pk)
+                after = action(pk).status
             except MissiveError as exc:
                 self.message_user(request, f"Campaign {pk}: {exc.detail}", messages.ERROR)
+                continue
+            if after == before:  # nothing to do: say so rather than count it as done
+                self.message_user(request, f"Campaign {pk} was already {after}.", messages.INFO)
             else:
                 changed += 1
         if changed:

@@ -313,18 +313,19 @@ def enqueue_batches(channel: str, batch_ids: Sequence[int]) -> None:
 # -- control -----------------------------------------------------------------------------------
 def _transition(
     campaign_id: int,
+    verb: str,
     allowed: Sequence[str],
     change: Callable[[Campaign], None] | None = None,
     **fields: Any,
 ) -> Campaign:
-    """Under the campaign's row lock: check its status is ``allowed``, then apply ``change``
-    (a function of the locked row) and ``fields``."""
+    """Under the campaign's row lock: check its status is ``allowed`` (else a Conflict naming
+    the action, ``verb``), then apply ``change`` (a function of the locked row) and ``fields``."""
     with transaction.atomic():
         campaign = Campaign.objects.select_for_update().filter(pk=campaign_id).first()
         if campaign is None:
             raise NotFound("No such campaign.")
         if campaign.status not in allowed:
-            raise Conflict(f"A {campaign.status} campaign cannot do that.")
+            raise Conflict(f"A {campaign.status} campaign cannot be {verb}.")
         if change is not None:
             change(campaign)
         for name, value in fields.items():
@@ -338,7 +339,9 @@ def campaign_pause(*, campaign_id: int, reason: str = "manual") -> Campaign:
         campaign.status, campaign.pause_reason = CampaignStatus.PAUSED, reason
         campaign.paused_at = campaign.paused_at or timezone.now()  # paused again: same pause
 
-    return _transition(campaign_id, [CampaignStatus.RUNNING, CampaignStatus.PAUSED], pause)
+    return _transition(
+        campaign_id, "paused", [CampaignStatus.RUNNING, CampaignStatus.PAUSED], pause
+    )
 
 
 def campaign_wait_for_stores(*, campaign_id: int) -> bool:
@@ -350,7 +353,7 @@ def campaign_wait_for_stores(*, campaign_id: int) -> bool:
         campaign.paused_at = campaign.paused_at or timezone.now()
 
     try:
-        _transition(campaign_id, [CampaignStatus.RUNNING], pause)
+        _transition(campaign_id, "paused", [CampaignStatus.RUNNING], pause)
     except Conflict:
         return False
     return True
@@ -363,7 +366,8 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
             campaign.paused_s += (timezone.now() - campaign.paused_at).total_seconds()
             campaign.paused_at = None
 
-    campaign = _transition(campaign_id, [CampaignStatus.PAUSED, CampaignStatus.RUNNING], resume)
+    allowed = [CampaignStatus.PAUSED, CampaignStatus.RUNNING]
+    campaign = _transition(campaign_id, "resumed", allowed, resume)
     _kick(campaign)
     return campaign
 
@@ -380,13 +384,18 @@ def campaign_cancel(*, campaign_id: int) -> Campaign:
     if done is not None:
         return done  # cancelling again changes nothing, finished_at included
     return _transition(
-        campaign_id, active, status=CampaignStatus.CANCELLED, finished_at=timezone.now()
+        campaign_id,
+        "cancelled",
+        active,
+        status=CampaignStatus.CANCELLED,
+        finished_at=timezone.now(),
     )
 
 
 def campaign_start(*, campaign_id: int) -> Campaign:
     campaign = _transition(
         campaign_id,
+        "started",
         [CampaignStatus.SCHEDULED, CampaignStatus.DRAFT],
         status=CampaignStatus.RUNNING,
         started_at=timezone.now(),

@@ -6,16 +6,38 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 from django.http import HttpRequest
 
 from api.errors import InvalidInput
-from unread.announcements import announcement_publish
+from unread.announcements import announcement_publish, normalise
 from unread.models import Announcement
+
+
+class AnnouncementForm(ModelForm):
+    """Content is validated here, by the publishing service's own rules, so bad input shows as a
+    form error that keeps what was typed (and nothing is stored or logged)."""
+
+    class Meta:
+        model = Announcement
+        fields = ("content",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound and self.instance.pk is None:
+            self.initial["content"] = {"type": "text", "text": ""}
+
+    def clean_content(self) -> dict[str, Any]:
+        try:
+            return normalise(self.cleaned_data.get("content"))
+        except InvalidInput as exc:
+            raise ValidationError(exc.detail) from exc
 
 
 @admin.register(Announcement)
 class AnnouncementAdmin(admin.ModelAdmin):
+    form = AnnouncementForm
     list_display = ("id", "published_ms", "preview", "published_by", "created_at")
     readonly_fields = ("published_ms", "published_by", "created_at")
     ordering = ("-published_ms",)
@@ -28,11 +50,5 @@ class AnnouncementAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        try:
-            published = announcement_publish(
-                content=obj.content, published_by=f"admin:{request.user}"
-            )
-        except InvalidInput as exc:
-            self.message_user(request, f"Not published: {exc.detail}", level="error")
-            return
+        published = announcement_publish(content=obj.content, published_by=f"admin:{request.user}")
         obj.pk, obj.published_ms = published.pk, published.published_ms

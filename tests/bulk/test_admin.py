@@ -99,11 +99,25 @@ def test_an_action_a_status_refuses_is_reported_and_the_others_still_apply(
     notes = act(admin_client, "pause_selected", finished, running)
 
     assert notes == [
-        f"Campaign {finished.pk}: A finished campaign cannot do that.",
+        f"Campaign {finished.pk}: A finished campaign cannot be paused.",
         "Paused 1 campaign(s).",
     ]
     assert status_of(finished)[0] == CampaignStatus.FINISHED
     assert status_of(running)[0] == CampaignStatus.PAUSED
+
+
+def test_an_action_that_changes_nothing_says_so(admin_client: Client, uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    campaign = launch(sender, [fan])
+    assert act(admin_client, "pause_selected", campaign) == ["Paused 1 campaign(s)."]
+    assert act(admin_client, "pause_selected", campaign) == [
+        f"Campaign {campaign.pk} was already paused."
+    ]
+    assert act(admin_client, "cancel_selected", campaign) == ["Cancelled 1 campaign(s)."]
+    assert act(admin_client, "cancel_selected", campaign) == [
+        f"Campaign {campaign.pk} was already cancelled."
+    ]
 
 
 def test_a_campaign_page_is_read_only_and_sums_up_its_batches(
