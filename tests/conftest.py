@@ -22,6 +22,8 @@ import pytest
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from tests.api.factories import Api, inbox_api, send_api
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -182,3 +184,23 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float =
             return value
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+# -- API clients shared by the API tests (tests/api, tests/messaging) -----------------------------
+@pytest.fixture
+def pair(uids: Callable[[int], list[int]]) -> tuple[int, int]:
+    """Two users: a sender (alice) and a receiver (bob)."""
+    alice, bob = uids(2)
+    return alice, bob
+
+
+@pytest.fixture
+def sender(pair: tuple[int, int]) -> Api:
+    """A ``send`` client acting as both users of ``pair``."""
+    return send_api("app", pair)
+
+
+@pytest.fixture
+def bff() -> Api:
+    """An ``inbox`` client: the consumer front end's backend."""
+    return inbox_api()

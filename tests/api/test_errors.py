@@ -29,22 +29,6 @@ DEEP = b"[" * 20000 + b"]" * 20000  # 40 KB: under the size limit, past the pars
 FULLWIDTH_12 = "\uff11\uff12"
 
 
-@pytest.fixture
-def pair(uids: Callable[[int], list[int]]) -> tuple[int, int]:
-    alice, bob = uids(2)
-    return alice, bob
-
-
-@pytest.fixture
-def sender(pair: tuple[int, int]) -> Api:
-    return send_api("app", pair)
-
-
-@pytest.fixture
-def bff() -> Api:
-    return inbox_api()
-
-
 def body_for(pair: tuple[int, int], **change: Any) -> dict[str, Any]:
     body = {
         "sender_uid": pair[0],

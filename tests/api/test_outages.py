@@ -45,39 +45,38 @@ def hbase_inbox() -> Iterator[None]:
     _cached.cache_clear()
 
 
-@pytest.fixture
-def hbase_down(hbase_inbox: None) -> Iterator[Callable[[], None]]:
-    """HBase unreachable until the returned function brings it back."""
-    dead = override_settings(HBASE={**settings.HBASE, "PORT": closed_port(), "TIMEOUT_MS": 2000})
-    dead.enable()
-    hbase.reset_pools()
+def outage(**dead: Any) -> Iterator[Callable[[], None]]:
+    """The settings in ``dead`` until the returned function brings the store back."""
+    override = override_settings(**dead)
+    override.enable()
+    reconnect()
     state = {"down": True}
 
     def back() -> None:
         if state["down"]:
-            dead.disable()
-            hbase.reset_pools()
+            override.disable()
+            reconnect()
             state["down"] = False
 
     yield back
     back()
+
+
+def reconnect() -> None:
+    hbase.reset_pools()
+    get_redis.cache_clear()
+
+
+@pytest.fixture
+def hbase_down(hbase_inbox: None) -> Iterator[Callable[[], None]]:
+    """HBase unreachable until the returned function brings it back."""
+    yield from outage(HBASE={**settings.HBASE, "PORT": closed_port(), "TIMEOUT_MS": 2000})
 
 
 @pytest.fixture
 def redis_down() -> Iterator[Callable[[], None]]:
-    dead = override_settings(REDIS_URL=f"redis://127.0.0.1:{closed_port()}/2")
-    dead.enable()
-    get_redis.cache_clear()
-    state = {"down": True}
-
-    def back() -> None:
-        if state["down"]:
-            dead.disable()
-            get_redis.cache_clear()
-            state["down"] = False
-
-    yield back
-    back()
+    """Redis unreachable until the returned function brings it back."""
+    yield from outage(REDIS_URL=f"redis://127.0.0.1:{closed_port()}/2")
 
 
 def call(api: Api, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], str]:

@@ -31,22 +31,6 @@ def backend(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
     _cached.cache_clear()
 
 
-@pytest.fixture
-def pair(uids: Callable[[int], list[int]]) -> tuple[int, int]:
-    alice, bob = uids(2)
-    return alice, bob
-
-
-@pytest.fixture
-def sender(pair: tuple[int, int]) -> Api:
-    return send_api("app", pair)
-
-
-@pytest.fixture
-def bff() -> Api:
-    return inbox_api()
-
-
 def texts(page: dict[str, Any]) -> list[str | None]:
     return [(m["content"] or {}).get("text") for m in page["results"]]
 
