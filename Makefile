@@ -6,9 +6,19 @@ SHELL := /bin/bash
 
 # The services `make test` runs against (scripts/services starts them on loopback).
 TEST_ENV := DATABASE_URL=mysql://missive:missive@127.0.0.1:3306/missive \
+	DATABASE_REPLICA_URL=mysql://missive:missive@127.0.0.1:3307/missive \
 	REDIS_URL=redis://127.0.0.1:6379/2 CELERY_BROKER_URL=redis://127.0.0.1:6379/3 \
 	HBASE_THRIFT_HOST=127.0.0.1 HBASE_THRIFT_PORT=9090 HBASE_THRIFT2_PORT=9091 \
 	HBASE_TABLE_PREFIX=test_missive
+# The second pass: the suites that touch Redis again, with every data key on the Redis Cluster
+# (scripts/services: :7000-7005); the Celery broker stays on the plain Redis above.
+CLUSTER_ENV := REDIS_CLUSTER=1 REDIS_URL=redis://127.0.0.1:7000/0
+CLUSTER_TESTS := tests/config/test_redis_cluster.py tests/messaging/test_counters.py \
+	tests/messaging/test_counters_epoch.py tests/messaging/test_counters_rebuild.py \
+	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
+	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
+	tests/messaging/test_groups_services.py tests/messaging/test_groups_unread.py \
+	tests/unread tests/config/test_asgi.py
 
 .PHONY: demo test lint services-up services-down bench clean
 
@@ -38,7 +48,8 @@ test: $(VENV)/bin/activate
 	PYTHON=$(PY) scripts/services up
 	$(MAKE) $(VENV)/.test
 	$(MAKE) lint
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "not redis_cluster" $(PYTEST_ARGS)
+	$(TEST_ENV) $(CLUSTER_ENV) $(PY) -m pytest -p no:cacheprovider $(CLUSTER_TESTS) $(PYTEST_ARGS)
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .

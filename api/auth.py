@@ -9,9 +9,11 @@ Principals are cached per process by token hash, tagged with the clients' genera
 rotation or an admin edit bumps it and takes effect on the next request everywhere. This replaces
 a MySQL query per request, which dominated the cost of the hot read endpoints (BENCHMARKS.md).
 
-``require_scope`` answers 403 without the scope; ``require_sender`` answers 404 for a uid that is
+``require_scope`` answers 403 without the scope (``require_any_scope``: without any of several);
+``require_sender`` answers 404 for a uid that is
 not one of the client's senders: a client never sees what another client's senders own, so those
-ids look exactly like ids that do not exist. ``api.views.ApiView`` applies the scope.
+ids look exactly like ids that do not exist. A ``users`` client acts as any user where an
+endpoint allows it (``acts_for_users``). ``api.views.ApiView`` applies the scope.
 
 DRF imports this module while it loads its own settings, so it must not import
 ``rest_framework.views`` (nor anything that does).
@@ -47,6 +49,11 @@ class ApiPrincipal:
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def acts_for_users(self) -> bool:
+        """A ``users`` client (the consumer backend) acts as any user, with no sender list."""
+        return "users" in self.scopes
 
     def owns_sender(self, uid: int) -> bool:
         """One indexed lookup; only sending endpoints need it, so it is not loaded up front."""
@@ -126,6 +133,15 @@ def require_scope(request: Request, scope: str) -> ApiPrincipal:
     found = principal(request)
     if scope not in found.scopes:
         raise Forbidden(f"This client lacks the '{scope}' scope.")
+    return found
+
+
+def require_any_scope(request: Request, *scopes: str) -> ApiPrincipal:
+    """403 unless the client has at least one of ``scopes``."""
+    found = principal(request)
+    if not found.scopes.intersection(scopes):
+        names = " or ".join(f"'{s}'" for s in scopes)
+        raise Forbidden(f"This client lacks the {names} scope.")
     return found
 
 

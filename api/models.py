@@ -2,7 +2,8 @@
 
 - ``ApiClient``: one per integration; only the sha256 of its bearer token is stored
   (``token_hash``), with the first characters (``token_prefix``) kept for display.
-- ``ApiClientSender``: the sender uids a ``send`` or ``campaigns`` client may act as.
+- ``ApiClientSender``: the sender uids a ``send`` or ``campaigns`` client may act as (a ``users``
+  client acts as any user and needs none).
 
 Moved here from ``messaging`` without copying a row: the state moved with
 ``SeparateDatabaseAndState`` and the tables were renamed in place (api/migrations).
@@ -18,6 +19,7 @@ class Scope(models.TextChoices):
     CAMPAIGNS = "campaigns"
     INBOX = "inbox"
     ANNOUNCE = "announce"
+    USERS = "users"  # the consumer backend: 1:1 sends as any user, groups for any user
 
 
 class ApiClient(models.Model):

@@ -10,12 +10,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from api.fields import MAX_ID
+from config.dbrouter import ReplicaChangelistMixin
 
 PAGE_MAX = 100
 COUNT_CAP = 10_000
@@ -40,8 +40,9 @@ def id_terms(search_term: str) -> list[int] | None:
     return [int(t) for t in terms]
 
 
-class BigTableAdmin(admin.ModelAdmin):
-    """Bounded counts, and exact-id search over ``id_search_fields`` (any matches each term)."""
+class BigTableAdmin(ReplicaChangelistMixin):
+    """Bounded counts, and exact-id search over ``id_search_fields`` (any matches each term);
+    the changelist reads the read replica (config.dbrouter)."""
 
     id_search_fields: tuple[str, ...] = ()
     paginator = BoundedCountPaginator

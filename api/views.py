@@ -22,7 +22,7 @@ from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from api.auth import require_scope
-from api.errors import LengthRequired, TooLarge
+from api.errors import InvalidInput, LengthRequired, TooLarge
 from api.throttles import ClientWriteThrottle
 
 JSON_BODY_MAX = 64 * 1024
@@ -64,6 +64,23 @@ def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+IDEMPOTENCY_KEY_MAX = 128
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The request's ``Idempotency-Key`` header (1 to 128 printable ASCII characters), if any."""
+    raw = request.headers.get("Idempotency-Key")
+    if raw is None or not raw.strip():
+        return None
+    key = raw.strip()
+    if len(key) > IDEMPOTENCY_KEY_MAX or not (key.isascii() and key.isprintable()):
+        raise InvalidInput(
+            "Idempotency-Key must be 1 to 128 printable ASCII characters.",
+            {"Idempotency-Key": "invalid"},
+        )
+    return key
 
 
 class StrictJSONParser(JSONParser):

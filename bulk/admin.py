@@ -29,12 +29,14 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
+from config.dbrouter import ReplicaChangelistMixin
 
 OPERATOR_PAUSE = "operator"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """View-only pages: rows are written by services, never typed in."""
+class ReadOnlyAdmin(ReplicaChangelistMixin):
+    """View-only pages: rows are written by services, never typed in (changelists read the
+    replica)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from api.models import ApiClient
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
+from config.dbrouter import PRIMARY
 from config.sqlvalues import int_rows
 from messaging.selectors import follower_uids
 
@@ -32,28 +33,31 @@ class Chunk:
     exhausted: bool
 
 
-def walk(campaign: Campaign, after: int, limit: int) -> Chunk:
-    """The next recipients of ``campaign`` with uid > ``after`` (sender excluded)."""
-    raw = _raw(campaign, after, limit)
+def walk(campaign: Campaign, after: int, limit: int, *, db: str = PRIMARY) -> Chunk:
+    """The next recipients of ``campaign`` with uid > ``after`` (sender excluded). ``db``: where
+    a followers audience is read (a dry run counts on the replica); a stored list, just written
+    by its caller, is always read on the primary."""
+    raw = _raw(campaign, after, limit, db)
     exclude = set(campaign.audience_spec.get("exclude_uids", ())) | {campaign.sender_uid}
     uids = [u for u in raw if u not in exclude]
     return Chunk(uids, raw[-1] if raw else after, len(raw) < limit)
 
 
-def _raw(campaign: Campaign, after: int, limit: int) -> list[int]:
+def _raw(campaign: Campaign, after: int, limit: int, db: str) -> list[int]:
     if campaign.audience_type in (AudienceType.FOLLOWERS, AudienceType.FOLLOWERS_FILTER):
-        return _followers(campaign.sender_uid, campaign.audience_spec, after, limit)
+        return _followers(campaign.sender_uid, campaign.audience_spec, after, limit, db)
     members = AudienceMember.objects.filter(audience_id=campaign.audience_id or 0, uid__gt=after)
     return list(members.order_by("uid").values_list("uid", flat=True)[:limit])
 
 
-def _followers(sender_uid: int, spec: dict[str, Any], after: int, limit: int) -> list[int]:
+def _followers(sender_uid: int, spec: dict[str, Any], after: int, limit: int, db: str) -> list[int]:
     return follower_uids(
         sender_uid,
         after=after,
         limit=limit,
         followed_after=_when(spec.get("followed_after")),
         followed_before=_when(spec.get("followed_before")),
+        db=db,
     )
 
 
@@ -65,10 +69,10 @@ def _when(text: str | None) -> datetime | None:
     return timezone.make_aware(value) if timezone.is_naive(value) else value
 
 
-def iterate(campaign: Campaign, chunk: int = 5000) -> Iterator[list[int]]:
+def iterate(campaign: Campaign, chunk: int = 5000, *, db: str = PRIMARY) -> Iterator[list[int]]:
     after = 0
     while True:
-        found = walk(campaign, after, chunk)
+        found = walk(campaign, after, chunk, db=db)
         if found.uids:
             yield found.uids
         if found.exhausted:

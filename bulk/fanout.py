@@ -5,8 +5,19 @@ cursor and writes batches of ~1,000 recipients into the ledger, then enqueues th
 campaign's channel queue; ``batch_run`` leases one batch, paces it through the channel's token
 bucket, admits it against quotas and budget in one Lua call, fans it out
 (messaging.services.deliver_many) and completes it in the ledger. Every step is idempotent;
-``sweep`` (beat) re-enqueues what a dead worker left behind, starts scheduled campaigns and
-resumes those the daily budget paused.
+``sweep`` (beat, every second) re-enqueues what a dead worker left behind, starts scheduled
+campaigns and resumes those the daily budget paused.
+
+Recovery in seconds: a batch's lease is short (BULK_LEASE_S, 5 s) and renewed by its process's
+heartbeat while the batch works (bulk/ledger.py), so a live worker keeps a slow batch and a dead
+one's batches are re-sent by the first sweep after their lease ran out (about 5 s after a kill -9,
+measured in tests/bulk/test_workers.py). A worker stopped past its lease (SIGSTOP, a long GC
+pause) finds the lease taken over when it resumes: it stops before its next step, and its ledger
+completion would match nothing, so the batch is counted once.
+
+Fair share of a channel: the Celery planner plans a campaign's batches in waves, each campaign
+holding at most its equal share of BULK_CHANNEL_OPEN_BATCHES open batches; completed batches ask
+for the next wave (``campaign_plan_step``, ``_top_up``).
 
 Outages never fail a batch. A store that does not answer (``config.outages``) while a batch
 delivers puts the batch back, its attempt refunded, and pauses the campaign with reason
@@ -34,7 +45,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from api.errors import Conflict
-from bulk import audiences, ledger, quotas
+from bulk import audiences, ledger, profile, quotas
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus
 from bulk.services import (
@@ -47,7 +58,7 @@ from bulk.services import (
     enqueue_batches,
     enqueue_plan,
 )
-from config import broker, metrics
+from config import broker, metrics, stages
 from config.outages import store_unavailable, stores_answer
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
@@ -55,17 +66,32 @@ from messaging.services import deliver_many
 log = logging.getLogger(__name__)
 BATCHES_PER_PLAN_STEP = 20
 MAX_ATTEMPTS = 5
+MIN_OPEN_BATCHES = 2  # a campaign's wave, however many share its channel
 PAUSE_BUDGET = "budget"
 
 
 # -- planning ----------------------------------------------------------------------------------
-def campaign_plan_step(campaign_id: int) -> bool:
-    """Plan the next few batches; returns True while more of the audience remains."""
+def campaign_plan_step(campaign_id: int, *, capped: bool = False) -> bool:
+    """Plan the next few batches; returns True while more of the audience remains.
+
+    ``capped`` (the Celery planner, bulk.tasks): plan only while the campaign has fewer batches
+    open (pending or running) than its share of BULK_CHANNEL_OPEN_BATCHES (``open_cap``);
+    completed batches ask for the next wave (``_top_up``). Campaigns sharing a channel then each
+    hold an equal, bounded part of its queue and of the throttled batches waiting for its
+    tokens, so a big campaign started first does not starve a small one started after it
+    (uncapped, a throttled campaign's planner kept adding batches, every one of them competing
+    for the channel's tokens)."""
     with transaction.atomic():
         campaign = Campaign.objects.select_for_update().get(pk=campaign_id)
         if campaign.planned or campaign.status != CampaignStatus.RUNNING:
             return False
-        batches = _next_batches(campaign)
+        room = BATCHES_PER_PLAN_STEP
+        if capped:
+            room = open_cap(campaign.channel) - ledger.open_batches(campaign.pk)
+        if room <= 0:  # a full wave is out: the planner is alive, waiting for room
+            Campaign.objects.filter(pk=campaign.pk).update(plan_heartbeat=timezone.now())
+            return True
+        batches = _next_batches(campaign, min(room, BATCHES_PER_PLAN_STEP))
         CampaignBatch.objects.bulk_create(batches)
         campaign.batches_planned += len(batches)
         campaign.total += sum(b.size for b in batches)
@@ -78,28 +104,42 @@ def campaign_plan_step(campaign_id: int) -> bool:
                 campaign=campaign, index__gte=campaign.batches_planned - len(batches)
             ).values_list("pk", flat=True)
         )
-        transaction.on_commit(lambda: _enqueue_step(campaign, ids))
+        chain = not campaign.planned and room > len(batches)  # room for another step now
+        transaction.on_commit(lambda: _enqueue_step(campaign, ids, chain))
     if campaign.planned:
         ledger.maybe_finish(campaign.pk)
     return not campaign.planned
 
 
-def _enqueue_step(campaign: Campaign, batch_ids: Sequence[int]) -> None:
+def open_cap(channel: str) -> int:
+    """A campaign's share of its channel's open batches: equal among its running campaigns."""
+    running = Campaign.objects.filter(channel=channel, status=CampaignStatus.RUNNING).count()
+    return max(MIN_OPEN_BATCHES, settings.BULK_CHANNEL_OPEN_BATCHES // max(running, 1))
+
+
+def _enqueue_step(campaign: Campaign, batch_ids: Sequence[int], chain: bool) -> None:
     """The step's batches with the next plan step in their middle: the planner runs while the
     second half is delivered. Queued behind all of them, it ran alone after each step while the
     other workers went idle (the ledger's lease times showed a gap after every 20 batches)."""
     half = len(batch_ids) // 2
     enqueue_batches(campaign.channel, batch_ids[:half])
-    if not campaign.planned:
+    if chain:
         enqueue_plan(campaign)
     enqueue_batches(campaign.channel, batch_ids[half:])
 
 
-def _next_batches(campaign: Campaign) -> list[CampaignBatch]:
+def _top_up(campaign: Campaign) -> None:
+    """A batch of a campaign still being planned is done: once half its wave is done, ask the
+    planner for the next (extra asks find no room and change nothing but the plan heartbeat)."""
+    if ledger.open_batches(campaign.pk) <= settings.BULK_CHANNEL_OPEN_BATCHES // 2:
+        enqueue_plan(campaign)
+
+
+def _next_batches(campaign: Campaign, limit: int) -> list[CampaignBatch]:
     size = quotas.channel_setting(campaign.channel).batch_size
     batches: list[CampaignBatch] = []
     now = timezone.now()
-    while len(batches) < BATCHES_PER_PLAN_STEP:
+    while len(batches) < limit:
         chunk = audiences.walk(campaign, campaign.plan_cursor, size)
         campaign.plan_cursor = chunk.cursor
         if chunk.uids:
@@ -123,12 +163,23 @@ def _next_batches(campaign: Campaign) -> list[CampaignBatch]:
 # -- running one batch -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BatchRun:
-    state: str  # done | inactive | leased | throttled | paused | waiting
+    state: str  # done | inactive | leased | throttled | paused | waiting | lost
     retry_in_ms: int = 0
 
 
 def batch_run(batch_id: int) -> BatchRun:
-    batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
+    """Run one batch, its stages timed (config.stages; kept per campaign when BULK_PROFILE)."""
+    with stages.collect() as record:
+        batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
+        stages.lap("load")
+        run = _run(batch)
+    completed = profile.COMPLETED in record.seconds  # this run delivered and completed it
+    if batch is not None and completed and settings.BULK_PROFILE:
+        profile.add(batch.campaign_id, record, batch.size)
+    return run
+
+
+def _run(batch: CampaignBatch | None) -> BatchRun:
     if batch is None or batch.state in (BatchState.DONE, BatchState.FAILED):
         return BatchRun("done")
     if batch.campaign.status != CampaignStatus.RUNNING:
@@ -136,21 +187,25 @@ def batch_run(batch_id: int) -> BatchRun:
     # Tokens before the lease: a lease counts an attempt, and waiting for the rate limit (the
     # normal state of a busy channel) must not use up the attempts kept for real failures.
     wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size)
-    if wait_ms:  # it re-sends itself: the sweep need not (one UPDATE, as release() did)
-        CampaignBatch.objects.filter(pk=batch_id, state=BatchState.PENDING).update(
-            enqueued_at=timezone.now()
-        )
+    stages.lap("tokens")
+    if wait_ms:  # it re-sends itself: the sweep need not until it is due (one UPDATE)
+        due = timezone.now() + timedelta(milliseconds=wait_ms)
+        CampaignBatch.objects.filter(pk=batch.pk, state=BatchState.PENDING).update(enqueued_at=due)
         return BatchRun("throttled", wait_ms)
-    token = ledger.lease(batch_id)
+    token = ledger.lease(batch.pk)
+    stages.lap("lease")
     if token is None:
         return BatchRun("leased")  # another worker holds a live lease on it
-    return _deliver(batch, token)
+    with ledger.held(batch.pk, token):  # renewed while it works
+        return _deliver(batch, token)
 
 
 def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
     campaign = batch.campaign
     try:
-        result = _fan_out(campaign, batch)
+        result = _fan_out(campaign, batch, token)
+    except LeaseLost:
+        return _lost(batch)
     except Exception as exc:
         if store_unavailable(exc):
             _wait_for_stores(batch, token, exc)
@@ -161,11 +216,29 @@ def _deliver(batch: CampaignBatch, token: str) -> BatchRun:
         ledger.release(batch.pk, token)
         campaign_pause(campaign_id=campaign.pk, reason=PAUSE_BUDGET)
         return BatchRun("paused")
-    ledger.complete(batch, token, result, BatchState.DONE)
+    if ledger.lease_lost(token) or not ledger.complete(batch, token, result, BatchState.DONE):
+        return _lost(batch)  # taken over: its new holder completes it, counted once
+    stages.lap(profile.COMPLETED)
+    if not campaign.planned:  # as loaded when the batch started: at worst one look too many
+        _top_up(campaign)
     if result.deferred:
         campaign_pause(campaign_id=campaign.pk, reason=PAUSE_BUDGET)
         return BatchRun("paused")
     return BatchRun("done")
+
+
+def _lost(batch: CampaignBatch) -> BatchRun:
+    log.warning("bulk: batch %s was taken over from this worker (stalled past its lease)", batch.pk)
+    return BatchRun("lost")
+
+
+class LeaseLost(Exception):
+    """Another worker took the batch over (this one was stopped or too slow to renew)."""
+
+
+def _still_held(token: str) -> None:
+    if ledger.lease_lost(token):
+        raise LeaseLost(token)
 
 
 def _wait_for_stores(batch: CampaignBatch, token: str, exc: Exception) -> None:
@@ -183,16 +256,18 @@ def _failed_attempt(batch: CampaignBatch, token: str, exc: Exception) -> None:
         ledger.release(batch.pk, token)
         return
     log.error("bulk: batch %s failed after %d attempts: %r", batch.pk, MAX_ATTEMPTS, exc)
-    ledger.complete(batch, token, BatchResult(0, 0, 0, failed=batch.size), BatchState.FAILED)
-    reason = f"{type(exc).__name__}: {exc}"[:300]
-    CampaignBatch.objects.filter(pk=batch.pk).update(error=reason)
+    failed = BatchResult(0, 0, 0, failed=batch.size)
+    if ledger.complete(batch, token, failed, BatchState.FAILED):  # not if taken over meanwhile
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        CampaignBatch.objects.filter(pk=batch.pk).update(error=reason)
 
 
-def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
+def _fan_out(campaign: Campaign, batch: CampaignBatch, token: str) -> BatchResult | None:
     """Deliver one batch; None when the sender's daily budget cannot cover it."""
     sender = campaign.sender_uid
     blocked = blocked_receivers(sender_uid=sender, receiver_uids=batch.uids)
     candidates = [u for u in batch.uids if u not in blocked]
+    stages.lap("blocks")
     admission = quotas.admit_batch(
         sender_uid=sender,
         campaign_id=campaign.pk,
@@ -205,11 +280,14 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch) -> BatchResult | None:
         return None
     deferred = set(admission.deferred)
     allowed = [u for u in candidates if u not in admission.capped and u not in deferred]
+    category = broadcast_category(sender)
+    stages.lap("quota admission")
+    _still_held(token)  # a worker stopped past its lease: the batch is another's now
     deliver_many(
         sender_uid=sender,
         receiver_uids=allowed,
         msgkey=campaign.msgkey or 0,
-        category=broadcast_category(sender),
+        category=category,
         marker=f"b:{campaign.pk}:{batch.index}",
     )
     return BatchResult(
@@ -262,10 +340,13 @@ def _resume_after_outage(now: datetime) -> int:
 
 
 def _requeue_stale_batches(now: datetime, stale: datetime, limit: int) -> int:
+    """Batches owed a message: a lease that ran out (its worker died or was stopped), or pending
+    and not sent for a lease (a message a dead worker held, a throttled retry it kept). A batch
+    is sent again at most once per lease (``enqueued_at``), not on every beat."""
     expired = Q(state=BatchState.RUNNING, lease_until__lt=now)
-    forgotten = Q(state=BatchState.PENDING, enqueued_at__lt=stale)
+    not_sent_lately = Q(enqueued_at__lt=stale) | Q(enqueued_at__isnull=True)
     lost = CampaignBatch.objects.filter(campaign__status=CampaignStatus.RUNNING).filter(
-        expired | forgotten
+        (expired | Q(state=BatchState.PENDING)) & not_sent_lately
     )
     rows = list(lost.values_list("pk", "campaign__channel")[:limit])
     CampaignBatch.objects.filter(pk__in=[pk for pk, _ in rows]).update(enqueued_at=now)

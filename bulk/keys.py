@@ -7,6 +7,8 @@ budget:{q:<sender>}:<yyyymmdd>         the sender's recipients used today on the
 quota:{q:<sender>}:done:<c>:<b>        the stored outcome of batch b of campaign c: a redelivered
                                        batch gets the same answer and consumes nothing twice.
 bucket:{ch:<channel>}                  token bucket of a channel (tokens, last refill ms).
+profile:{c:<campaign>}                 hash stage -> microseconds summed over the campaign's
+                                       batches, plus _batches and _recipients (BULK_PROFILE).
 The ``{q:<sender>}`` tag keeps one sender's quota keys in one Cluster slot, so the batch's single
 Lua call stays legal on Redis Cluster.
 """
@@ -30,3 +32,7 @@ def batch_outcome(sender: int, campaign_id: int, index: int) -> str:
 
 def token_bucket(channel: str) -> str:
     return f"bucket:{{ch:{channel}}}"
+
+
+def batch_profile(campaign_id: int) -> str:
+    return f"profile:{{c:{campaign_id}}}"

@@ -42,6 +42,7 @@ from bulk.models import (
     CampaignStatus,
     Channel,
 )
+from config.dbrouter import PRIMARY, replica
 from messaging.content import validate_content
 from messaging.selectors import blocked_receivers, sender_category
 from messaging.services import message_store
@@ -261,16 +262,22 @@ def campaign_preview(
     channel: str,
     client: ApiClient | None = None,
 ) -> Preview:
-    """The dry run of a campaign: who it would reach and skip. Stores nothing."""
+    """The dry run of a campaign: who it would reach and skip. Stores nothing: an explicit list
+    is walked inside the transaction that wrote it and is rolled back; a followers audience,
+    which writes nothing, is counted after it, on the read replica (an estimate may lag)."""
+    preview: Preview | None = None
     with transaction.atomic():
         choice = audience_choice(audience_spec, sender_uid=sender_uid, client=client)
         _check_sender(sender_uid, channel)
-        preview = _dry_run(sender_uid, choice, channel)
+        if choice.audience is not None:
+            preview = _dry_run(sender_uid, choice, channel, db=PRIMARY)
         transaction.set_rollback(True)
+    if preview is None:
+        preview = _dry_run(sender_uid, choice, channel, db=replica())
     return preview
 
 
-def _dry_run(sender_uid: int, choice: AudienceChoice, channel: str) -> Preview:
+def _dry_run(sender_uid: int, choice: AudienceChoice, channel: str, *, db: str) -> Preview:
     probe = Campaign(
         sender_uid=sender_uid,
         audience_type=choice.type,
@@ -280,7 +287,7 @@ def _dry_run(sender_uid: int, choice: AudienceChoice, channel: str) -> Preview:
     )
     policy = quotas.policy_for(sender_uid)
     size = blocked = capped = 0
-    for chunk in audiences.iterate(probe):
+    for chunk in audiences.iterate(probe, db=db):
         size += len(chunk)
         hit = blocked_receivers(sender_uid=sender_uid, receiver_uids=chunk)
         blocked += len(hit)

@@ -64,15 +64,16 @@ def run_batch_priority(self: Task, batch_id: int, outage_since: float | None = N
     return _run(self, batch_id, outage_since)
 
 
-# A plan step enqueues the next one itself (in the middle of its batches), so these only call it.
+# A plan step enqueues the next one itself (in the middle of its batches) while its campaign has
+# room for more open batches, and completed batches ask for the next wave, so these only call it.
 @shared_task(name="bulk.daily.plan", **BATCH_TASK)
 def plan_daily(campaign_id: int) -> bool:
-    return fanout.campaign_plan_step(campaign_id)
+    return fanout.campaign_plan_step(campaign_id, capped=True)
 
 
 @shared_task(name="bulk.priority.plan", **BATCH_TASK)
 def plan_priority(campaign_id: int) -> bool:
-    return fanout.campaign_plan_step(campaign_id)
+    return fanout.campaign_plan_step(campaign_id, capped=True)
 
 
 @shared_task(name="bulk.sweep", acks_late=True)

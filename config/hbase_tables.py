@@ -2,8 +2,9 @@
 
 - ``inbox``    family ``d`` (1 version, ROW bloom, FAST_DIFF: rowkeys share long prefixes)
 - ``convlist`` family ``c`` (1 version): the second-level cache of conversation lists
+- ``group_timeline`` family ``d`` (1 version): one timeline per group, rowkey salt|gid|~seq
 
-Both are pre-split on the salt byte into 16 regions (split keys 0x01 .. 0x0f), so writes spread
+All are pre-split on the salt byte into 16 regions (split keys 0x01 .. 0x0f), so writes spread
 over every RegionServer from the first second. Thrift1 (happybase) cannot pass split keys, so
 creation goes through the Thrift2 gateway (HBASE_THRIFT2_PORT), driven by thriftpy2 from a
 minimal IDL (config/hbase_admin.thrift).
@@ -29,7 +30,7 @@ class TableSpec:
     family: str
 
 
-TABLES = (TableSpec("inbox", "d"), TableSpec("convlist", "c"))
+TABLES = (TableSpec("inbox", "d"), TableSpec("convlist", "c"), TableSpec("group_timeline", "d"))
 
 _idl = thriftpy2.load(
     str(Path(__file__).with_name("hbase_admin.thrift")), module_name="hbase_admin_thrift"

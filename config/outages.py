@@ -24,7 +24,7 @@ from redis import exceptions as redis_errors
 from thriftpy2.transport import TTransportException
 
 from config import hbase
-from config.redis import get_redis
+from config.redis import ping_all
 
 # Client-side (2xxx) connection losses and the server's own "come back later" answers:
 # 1040 too many connections, 1053 shutting down, 1205 lock wait timeout, 1213 deadlock,
@@ -36,8 +36,9 @@ REDIS_UNAVAILABLE = (
     redis_errors.ConnectionError,  # includes BusyLoadingError (a restarted Redis loading its data)
     redis_errors.TimeoutError,
     redis_errors.ReadOnlyError,  # a replica that has not been promoted yet
-    redis_errors.ClusterDownError,
-    redis_errors.TryAgainError,
+    redis_errors.ClusterDownError,  # a cluster with a slot unserved (a failover in progress)
+    redis_errors.SlotNotCoveredError,
+    redis_errors.TryAgainError,  # a slot being migrated
     redis_errors.MasterDownError,
 )
 TRANSPORT = (TTransportException, NoConnectionsAvailable, socket.timeout, ConnectionError)
@@ -71,7 +72,7 @@ def stores_answer(timeout_s: float = 2.0) -> bool:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        get_redis().ping()
+        ping_all()  # on a cluster, every primary
         if settings.INBOX_BACKEND == "hbase" or settings.CONVCACHE_HBASE:
             hbase.ping(timeout_s)
     except Exception as exc:

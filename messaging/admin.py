@@ -1,5 +1,6 @@
 """Django admin for operators: messages (recall), conversations, follows, blocks, business/system
-accounts and the conversation-list cache's health page. ``InboxRow`` (composite key) is not
+accounts and the conversation-list cache's health page; groups and their members
+(``messaging/groups/admin.py``). ``InboxRow`` (composite key) is not
 registered.
 
 The tables are large, so lists never count them in full and search by exact id through an index
@@ -19,6 +20,7 @@ from django.template.response import TemplateResponse
 from api.paging import BigTableAdmin, id_terms
 from messaging import services
 from messaging.convcache import prewarm
+from messaging.groups import admin as groups_admin  # noqa: F401 - registers the group admins
 from messaging.models import Account, Block, CacheHealth, Conversation, Follow, Message
 
 

@@ -2,8 +2,9 @@
 
 Each view validates its path ids, query and body with an input serializer, calls one service or
 selector, and renders an output serializer. Authorisation: ``POST /messages`` needs ``send`` and
-acts as one of the client's senders; recall is for the sender's client (in the window) or an
-operator client; every ``/users/{uid}/...`` endpoint needs ``inbox``.
+acts as one of the client's senders, or ``users`` and acts as any user; recall is for the
+sender's client (in the window) or an operator client; every ``/users/{uid}/...`` endpoint needs
+``inbox``. Groups: ``messaging/groups/apis.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.auth import principal, require_sender
+from api.auth import principal, require_any_scope, require_sender
 from api.fields import path_ids
 from api.models import Scope
 from api.views import ERROR_SCHEMA, ERRORS, ApiView, validated
@@ -33,9 +34,8 @@ from messaging.serializers import (
 
 # -- messages --------------------------------------------------------------------------------------
 class MessageSendApi(ApiView):
-    """Send a 1:1 message as one of the client's senders; a retry replays the original."""
-
-    required_scope = Scope.SEND
+    """Send a 1:1 message as one of the client's senders (``send``) or as any user (``users``);
+    a retry replays the original."""
 
     @extend_schema(
         operation_id="message_send",
@@ -48,8 +48,10 @@ class MessageSendApi(ApiView):
         },
     )
     def post(self, request: Request) -> Response:
+        client = require_any_scope(request, Scope.SEND, Scope.USERS)
         data = validated(SendIn, request.data)
-        require_sender(request, data["sender_uid"])
+        if not client.acts_for_users:
+            require_sender(request, data["sender_uid"])
         result = services.message_send(**data)
         return Response(MessageOut(result).data, status=201 if result.created else 200)
 
@@ -74,7 +76,8 @@ class InboxApi(ApiView):
 
 
 class ConversationListApi(InboxApi):
-    """A user's conversations, newest first, optionally of one category."""
+    """A user's conversations and groups, newest activity first, optionally of one category
+    (``group``: groups only)."""
 
     @extend_schema(
         operation_id="conversation_list",
@@ -84,7 +87,7 @@ class ConversationListApi(InboxApi):
     def get(self, request: Request, uid: str) -> Response:
         ids = path_ids(uid=uid)
         query = validated(ConversationListQuery, request.query_params)
-        page = selectors.conversation_list(ids["uid"], **query)
+        page = selectors.conversations_and_groups(ids["uid"], **query)
         return Response(ConversationPageOut(page).data)
 
 

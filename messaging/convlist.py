@@ -11,7 +11,8 @@ the one MySQL pager. Every tier of the conversation-list cache (``convcache/``) 
   many conversations the owner has. Asking SQL for the peer tie-break too would make MySQL sort all
   of the owner's rows (200,000 for the largest accounts: p50 196 ms against 2.3 ms,
   scripts/bench_reads.py), so the tie-break is applied here, after one more indexed lookup of the
-  rows that tie with the last one (in practice none).
+  rows that tie with the last one (in practice none). ``mysql_page`` (the cold tier) reads the
+  read replica (``config.dbrouter.replica``); ``top`` reads whichever alias its caller names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
+from config.dbrouter import PRIMARY, replica
 from messaging import msgkey as keys
 from messaging.content import preview
 from messaging.counters.store import unread_for_peers
@@ -83,16 +85,21 @@ def last_message(msgkey: int, sender_uid: int, text: str | None) -> dict[str, An
     }
 
 
-def messages_by_key(msgkeys: Iterable[int]) -> dict[int, Message]:
-    return {m.msgkey: m for m in Message.objects.filter(msgkey__in=set(msgkeys))}
+def messages_by_key(msgkeys: Iterable[int], *, db: str = PRIMARY) -> dict[int, Message]:
+    return {m.msgkey: m for m in Message.objects.using(db).filter(msgkey__in=set(msgkeys))}
 
 
 # -- the MySQL pager -------------------------------------------------------------------------
 def top(
-    owner: int, n: int, *, after: Cursor | None = None, category: str | None = None
+    owner: int,
+    n: int,
+    *,
+    after: Cursor | None = None,
+    category: str | None = None,
+    db: str = PRIMARY,
 ) -> tuple[list[Conversation], bool]:
     """The first ``n`` conversations after ``after`` in list order, and whether more follow."""
-    qs = Conversation.objects.filter(owner_uid=owner)
+    qs = Conversation.objects.using(db).filter(owner_uid=owner)
     if category:
         qs = qs.filter(category=category)
     rows: list[Conversation] = []
@@ -115,8 +122,10 @@ def _ties(qs: QuerySet[Conversation], rest: list[Conversation]) -> list[Conversa
     return list(qs.filter(sort_key=rest[-1].sort_key).order_by("-peer_uid")[: len(rest)])
 
 
-def items_for(owner_uid: int, rows: list[Conversation]) -> list[ConversationItem]:
-    messages = messages_by_key(r.last_msgkey for r in rows)
+def items_for(
+    owner_uid: int, rows: list[Conversation], *, db: str = PRIMARY
+) -> list[ConversationItem]:
+    messages = messages_by_key((r.last_msgkey for r in rows), db=db)
     unread = unread_for_peers(owner_uid, [r.peer_uid for r in rows])
     return [_item(r, messages.get(r.last_msgkey), unread.get(r.peer_uid, 0)) for r in rows]
 
@@ -140,7 +149,9 @@ def _item(row: Conversation, message: Message | None, unread: int) -> Conversati
 def mysql_page(
     owner: int, *, category: str | None, cursor: str | None, limit: int
 ) -> ConversationPage:
-    """One page straight from MySQL (pages past the cached prefix, or no cache at all)."""
-    rows, more = top(owner, limit, after=Cursor.parse(cursor), category=category)
+    """One page straight from MySQL (pages past the cached prefix, or no cache at all): the
+    cold tier, read from the replica (it may lag; no cache is filled from this page)."""
+    db = replica()
+    rows, more = top(owner, limit, after=Cursor.parse(cursor), category=category, db=db)
     next_cursor = str(Cursor(rows[-1].sort_key, rows[-1].peer_uid)) if more and rows else None
-    return ConversationPage(items_for(owner, rows), next_cursor)
+    return ConversationPage(items_for(owner, rows, db=db), next_cursor)

@@ -3,6 +3,10 @@
 Stream ``delivery:{s<n>}`` (n = receiver mod SHARDS), entries ``{uid, peer, msgkey}``, capped
 approximately at MAXLEN entries each, so no stream becomes a big key and gateways read shards in
 parallel (one consumer group per gateway fleet).
+
+Group messages are one event each, whatever the group's size (read diffusion): stream
+``gdelivery:{s<n>}`` (n = gid mod SHARDS), entries ``{gid, seq, msgkey, sender}``; gateways map
+the gid to their own connections.
 """
 
 from __future__ import annotations
@@ -20,6 +24,16 @@ MAXLEN = 200_000
 
 def stream_key(shard: int) -> str:
     return f"delivery:{{s{shard}}}"
+
+
+def group_stream_key(shard: int) -> str:
+    return f"gdelivery:{{s{shard}}}"
+
+
+def publish_group_into(pipe: Any, *, gid: int, seq: int, msgkey: int, sender: int) -> None:
+    """Queue one group message's event on ``pipe`` (one XADD, one key)."""
+    fields = {"gid": gid, "seq": seq, "msgkey": msgkey, "sender": sender}
+    pipe.xadd(group_stream_key(gid % SHARDS), fields, maxlen=MAXLEN, approximate=True)
 
 
 def publish_deliveries(*, receiver_uids: Sequence[int], peer_uid: int, msgkey: int) -> None:

@@ -171,3 +171,35 @@ class CacheHealth(models.Model):
 
     def __str__(self) -> str:
         return "conversation cache health"
+
+
+# Group chat's tables live in their own package; imported here so Django sees them.
+from messaging.groups.models import (  # noqa: E402
+    Group,
+    GroupHidden,
+    GroupMember,
+    GroupMessage,
+    GroupRole,
+    GroupTimelineRow,
+)
+
+__all__ = [
+    "Account",
+    "AccountKind",
+    "Block",
+    "CacheHealth",
+    "Category",
+    "ClientMessage",
+    "ContentType",
+    "Conversation",
+    "Follow",
+    "Group",
+    "GroupHidden",
+    "GroupMember",
+    "GroupMessage",
+    "GroupRole",
+    "GroupTimelineRow",
+    "InboxRow",
+    "Message",
+    "MessageStatus",
+]

@@ -1,6 +1,13 @@
 """Reads: conversation lists and message history, assembled from MySQL, the inbox and Redis, and
 what other apps ask of messaging (who blocks whom, which category a sender files under, who follows
-a sender)."""
+a sender).
+
+``conversations_and_groups`` merges the user's 1:1 conversations (``kind: "direct"``,
+``conversation_list``, the cached read model of ``convlist``) with their groups (``kind:
+"group"``, ``messaging.groups.selectors``) by last activity: both sort on a msgkey (a group's
+last message's, or its gid before any), so one cursor ``<sort_key>:<id>`` pages through
+both. ``category=group`` lists groups only.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +17,17 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
+from config.dbrouter import PRIMARY, replica
 from config.sqlvalues import int_list
 from messaging import convlist
 from messaging import msgkey as keys
 from messaging.convcache import reader
-from messaging.convlist import ConversationPage, messages_by_key
+from messaging.convlist import ConversationItem, ConversationPage, Cursor, messages_by_key
 from messaging.counters import epoch
+from messaging.groups import selectors as groups
+from messaging.groups.selectors import GroupItem
 from messaging.inbox import get_inbox
 from messaging.models import Account, Block, Category, Follow, Message, MessageStatus
 
@@ -37,10 +47,49 @@ class HistoryPage:
     next_cursor: str | None
 
 
+ListItem = ConversationItem | GroupItem
+
+
+@dataclass(frozen=True)
+class ConversationListPage:
+    results: list[ListItem]
+    next_cursor: str | None
+
+
+def conversations_and_groups(
+    owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
+) -> ConversationListPage:
+    """A page of the owner's conversations and groups, newest activity first (the API's list)."""
+    after = Cursor.parse(cursor)
+    if category == groups.CATEGORY:  # one more group than the page says whether more follow
+        return _merged(groups.group_items_after(owner_uid, after, limit + 1), None, limit)
+    direct = conversation_list(owner_uid, category=category, cursor=cursor, limit=limit)
+    if category:
+        return ConversationListPage(list(direct.results), direct.next_cursor)
+    return _merged(groups.group_items_after(owner_uid, after, limit + 1), direct, limit)
+
+
+def _merged(
+    group_items: list[GroupItem], direct: ConversationPage | None, limit: int
+) -> ConversationListPage:
+    """The first ``limit`` of both lists (each already after the cursor) in list order."""
+    items: list[ListItem] = [*group_items, *(direct.results if direct else [])]
+    items.sort(key=_order, reverse=True)
+    more = len(items) > limit or (direct is not None and direct.next_cursor is not None)
+    shown = items[:limit]
+    last = shown[-1] if shown else None
+    next_cursor = str(Cursor(*_order(last))) if more and last is not None else None
+    return ConversationListPage(shown, next_cursor)
+
+
+def _order(item: ListItem) -> tuple[int, int]:
+    return (item.sort_key, item.gid if isinstance(item, GroupItem) else item.peer_uid)
+
+
 def conversation_list(
     owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ConversationPage:
-    """A page of the owner's conversations, newest first (the read model: messaging.convlist)."""
+    """A page of the owner's 1:1 conversations, newest first (the read model: convlist)."""
     epoch.ensure_fresh(owner_uid)  # its unread counts, after a Redis restart
     if settings.CONVCACHE_ENABLED:  # Redis → HBase → MySQL
         return reader.conversation_page(owner_uid, category=category, cursor=cursor, limit=limit)
@@ -51,10 +100,21 @@ def history(
     owner_uid: int, peer_uid: int, *, before: int | None = None, limit: int = 50
 ) -> HistoryPage:
     page = get_inbox().page(owner_uid, peer_uid, before, limit)
-    messages = messages_by_key(e.msgkey for e in page.entries)
+    messages = _history_messages([e.msgkey for e in page.entries])
     items = [_history_item(e.msgkey, messages.get(e.msgkey)) for e in page.entries]
     cursor = str(page.next_before) if page.next_before else None
     return HistoryPage([i for i in items if i is not None], cursor)
+
+
+def _history_messages(msgkeys: list[int]) -> dict[int, Message]:
+    """Message bodies past the caches come from the read replica; one it has not received yet
+    (the inbox entry is newer than its lag) is read from the primary, so history never drops a
+    message that was just sent."""
+    found = messages_by_key(msgkeys, db=replica())
+    missing = [k for k in msgkeys if k not in found]
+    if missing and replica() != PRIMARY:
+        found.update(messages_by_key(missing, db=PRIMARY))
+    return found
 
 
 def _history_item(msgkey: int, message: Message | None) -> HistoryItem | None:
@@ -114,6 +174,7 @@ def follower_uids(
     limit: int,
     followed_after: datetime | None = None,
     followed_before: datetime | None = None,
+    db: str = PRIMARY,
 ) -> list[int]:
     """The next ``limit`` followers of ``followee_uid`` with uid > ``after``, ascending (a keyset
     walk), optionally only those who followed in a time window: one range read of
@@ -131,6 +192,6 @@ def follower_uids(
             params.append(connection.ops.adapt_datetimefield_value(when))
     hint = f" FORCE INDEX ({FOLLOW_INDEX})" if connection.vendor == "mysql" else ""
     sql = f"SELECT follower_uid FROM {Follow._meta.db_table}{hint} WHERE {where} "
-    with connection.cursor() as cur:
+    with connections[db].cursor() as cur:
         cur.execute(sql + "ORDER BY follower_uid LIMIT %s", [*params, limit])
         return [row[0] for row in cur.fetchall()]

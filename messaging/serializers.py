@@ -77,7 +77,7 @@ class ReadIn(serializers.Serializer):
 
 
 class ConversationListQuery(serializers.Serializer):
-    category = serializers.ChoiceField(choices=Category.choices, required=False)
+    category = serializers.ChoiceField(choices=[*Category.values, "group"], required=False)
     cursor = serializers.CharField(required=False, max_length=64)
     limit = serializers.IntegerField(min_value=1, max_value=PAGE_MAX, default=20)
 
@@ -105,6 +105,9 @@ class LastMessageOut(serializers.Serializer):
 
 
 class ConversationOut(serializers.Serializer):
+    """A 1:1 conversation of the list (``kind: "direct"``)."""
+
+    kind = serializers.SerializerMethodField()
     peer_uid = IdField()
     category = serializers.ChoiceField(choices=Category.choices)
     unread = serializers.IntegerField()
@@ -113,9 +116,44 @@ class ConversationOut(serializers.Serializer):
     pinned = serializers.BooleanField()
     muted = serializers.BooleanField()
 
+    def get_kind(self, item: Any) -> str:
+        return "direct"
+
+
+class GroupConversationOut(serializers.Serializer):
+    """A group of the list (``kind: "group"``)."""
+
+    kind = serializers.CharField()
+    gid = IdField()
+    name = serializers.CharField()
+    category = serializers.CharField()
+    unread = serializers.IntegerField()
+    mentions = serializers.IntegerField()
+    last_message = LastMessageOut(allow_null=True)
+    sort_key = IdField(min_value=0)
+    pinned = serializers.BooleanField()
+    muted = serializers.BooleanField()
+
+
+LIST_ITEM_SCHEMA = PolymorphicProxySerializer(
+    component_name="ConversationListItem",
+    serializers={"direct": ConversationOut, "group": GroupConversationOut},
+    resource_type_field_name="kind",
+)
+
+
+@extend_schema_field(LIST_ITEM_SCHEMA)
+class ListItemField(serializers.Field):
+    """A direct conversation or a group, each in its own shape."""
+
+    def to_representation(self, item: Any) -> Any:
+        if getattr(item, "kind", "direct") == "group":
+            return GroupConversationOut(item).data
+        return ConversationOut(item).data
+
 
 class ConversationPageOut(serializers.Serializer):
-    results = ConversationOut(many=True)
+    results = serializers.ListField(child=ListItemField())
     next_cursor = serializers.CharField(allow_null=True)
 
 

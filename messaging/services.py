@@ -21,6 +21,7 @@ from django.utils import timezone
 from api.auth import ApiPrincipal
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from api.models import Scope
+from config import stages
 from config.redis import get_redis
 from messaging import msgkey as keys
 from messaging.content import validate_content
@@ -93,10 +94,14 @@ def deliver_many(
         entries += [InboxEntry(sender_uid, r, msgkey, SENT) for r in receiver_uids]
         side = sender_category or Category.STRANGER
         touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
+    # stages.lap: a bulk batch's per-stage profile (bulk/profile.py); nothing when none is open
     with transaction.atomic():  # one commit for the rows and the conversations
         get_inbox().add_many(entries)
+        stages.lap("inbox write")
         conversations_touch_many(touches, keys.now_ms())
+    stages.lap("conversation upsert")
     convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
+    stages.lap("conversation-list cache")
     pipe = get_redis().pipeline(transaction=False)  # counters and events: one round trip
     unread_incr_many(
         owner_uids=receiver_uids,
@@ -105,8 +110,11 @@ def deliver_many(
         marker=marker,
         client=pipe,
     )
+    stages.lap("unread")
     publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
+    stages.lap("events")
     pipe.execute()
+    stages.lap("unread + events round trip")
 
 
 # -- 1:1 send ------------------------------------------------------------------------------------
@@ -224,17 +232,20 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
 
 
 def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
-    """An operator client recalls anything; a ``send`` or ``campaigns`` client its own senders'
-    messages (a 1:1 message, or a campaign's: then every recipient's copy), within the window.
+    """An operator client recalls anything; a ``users`` client any user's messages; a ``send`` or
+    ``campaigns`` client its own senders' messages (a 1:1 message, or a campaign's: then every
+    recipient's copy), within the window.
 
     Another client's messages answer 404, like messages that do not exist.
     """
     if principal.is_operator:
         return message_recall(msgkey=msgkey, actor_uid=None, operator=True)
-    if not {Scope.SEND, Scope.CAMPAIGNS} & set(principal.scopes):
-        raise Forbidden("Recall needs the 'send' or 'campaigns' scope, or an operator client.")
+    if not {Scope.SEND, Scope.CAMPAIGNS, Scope.USERS} & set(principal.scopes):
+        raise Forbidden(
+            "Recall needs the 'send', 'campaigns' or 'users' scope, or an operator client."
+        )
     sender = Message.objects.filter(msgkey=msgkey).values_list("sender_uid", flat=True).first()
-    if sender is None or not principal.owns_sender(sender):
+    if sender is None or not (principal.acts_for_users or principal.owns_sender(sender)):
         raise NotFound("No such message.")
     return message_recall(msgkey=msgkey, actor_uid=sender)
 

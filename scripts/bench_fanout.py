@@ -1,6 +1,7 @@
 """Fan-out benchmark: one campaign to N recipients per inbox backend, against the raw store.
 
     python scripts/bench_fanout.py [--recipients 200000] [--backends sql,hbase] [--workers 4]
+                                   [--profile] [--kill-one]
 
 For each backend: seeds a business account with N followers, starts real Celery workers on
 ``bulk.daily`` (channel rate unlimited), launches one campaign and times it from launch until the
@@ -12,6 +13,13 @@ campaign it checks exactly-once (one inbox entry per recipient, unread 1 each an
 their parts, campaign totals) and exits non-zero if anything is off. Runs against the services of
 ``scripts/services up`` in its own database (missive_bench), Redis databases 14/15 and HBase table
 prefix ``bench``.
+
+``--profile``: the workers keep per-stage batch timings (BULK_PROFILE, bulk/profile.py) and each
+run prints them as a table: ms per batch per stage and its share of the batch.
+``--kill-one``: once a third of the recipients are delivered, one worker is killed with -9 (its
+whole process group) while it holds a batch; the script plays the beat (``bulk.sweep`` at its
+schedule) and prints the recovery time: from the kill until every batch the dead worker held is
+leased again, and until the campaign finished. The fan-out rate of such a run includes the stall.
 """
 
 from __future__ import annotations
@@ -19,11 +27,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,11 +64,19 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from bulk import services  # noqa: E402
-from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy  # noqa: E402
+from bulk import fanout, ledger, profile, services  # noqa: E402
+from bulk.models import (  # noqa: E402
+    BatchState,
+    Campaign,
+    CampaignBatch,
+    CampaignStatus,
+    ChannelSetting,
+    SenderPolicy,
+)
 from config.celery import app  # noqa: E402
 from config.redis import get_redis  # noqa: E402
 from config.sqlvalues import int_rows  # noqa: E402
@@ -83,8 +101,10 @@ def seed(sender: int, recipients: range) -> None:
             )
 
 
-def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess.Popen[bytes]]:
-    env = {**os.environ, "INBOX_BACKEND": backend}
+def start_workers(
+    backend: str, count: int, concurrency: int, profile: bool = False
+) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, "INBOX_BACKEND": backend, "BULK_PROFILE": "1" if profile else "0"}
     procs = []
     for i in range(count):
         cmd = [
@@ -106,7 +126,8 @@ def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess
             "-l",
             "ERROR",
         ]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env))
+        # Its own session: one process group per worker, to kill with its pool (--kill-one).
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True))
     deadline = time.monotonic() + 60
     names = {f"bench{i}-{backend}" for i in range(count)}
     while time.monotonic() < deadline:
@@ -119,12 +140,16 @@ def start_workers(backend: str, count: int, concurrency: int) -> list[subprocess
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
-        proc.terminate()
+        if proc.poll() is None:  # not the one --kill-one killed
+            proc.terminate()
     for proc in procs:
         proc.wait(timeout=60)
 
 
-def run_campaign(sender: int) -> tuple[float, Campaign]:
+ENDED = (CampaignStatus.FINISHED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
+
+
+def run_campaign(sender: int, victim: subprocess.Popen[bytes] | None) -> tuple[float, Campaign]:
     started = time.perf_counter()
     campaign, _ = services.campaign_create(
         sender_uid=sender,
@@ -132,13 +157,97 @@ def run_campaign(sender: int) -> tuple[float, Campaign]:
         audience=services.AudienceChoice("followers", {}, None),
         channel="daily",
     )
-    while Campaign.objects.get(pk=campaign.pk).status not in (
-        CampaignStatus.FINISHED,
-        CampaignStatus.FAILED,
-        CampaignStatus.CANCELLED,
-    ):
+    if victim is not None:
+        kill_one(campaign.pk, victim)
+    while Campaign.objects.get(pk=campaign.pk).status not in ENDED:
         time.sleep(0.05)
     return time.perf_counter() - started, Campaign.objects.get(pk=campaign.pk)
+
+
+# -- --kill-one ---------------------------------------------------------------------------------
+def group(leader: int) -> set[int]:
+    """The processes of the worker whose session ``leader`` leads: its main process and pool."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == leader:
+                    found.add(int(entry))
+            except OSError:  # exited meanwhile
+                continue
+    return found
+
+
+def held_by(pids: set[int]) -> dict[int, str]:
+    running = CampaignBatch.objects.filter(state=BatchState.RUNNING)
+    rows = running.values_list("pk", "lease_token")
+    return {pk: token for pk, token in rows if ledger.holder_pid(token) in pids}
+
+
+def kill_one(campaign_id: int, victim: subprocess.Popen[bytes]) -> None:
+    """Kill ``victim`` (-9, its whole group) once a third is delivered and it holds a batch; then
+    play the beat until the campaign ends, printing when the dead worker's batches were leased
+    again and when the campaign finished."""
+    pool, total = group(victim.pid), None
+    while True:
+        campaign = Campaign.objects.get(pk=campaign_id)
+        total = total or (campaign.total if campaign.planned else None)
+        if campaign.status in ENDED:
+            print("  kill-one: the campaign ended before a third was delivered; nothing killed")
+            return
+        if campaign.delivered * 3 >= (total or 10**12) and held_by(pool):
+            break
+        time.sleep(0.002)
+    os.killpg(victim.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    victim.wait()
+    orphans = held_by(pool)
+    recovered = beat_until(campaign_id, orphans)
+    finished = time.monotonic() - killed_at
+    print(
+        f"  kill-one: worker killed holding {len(orphans)} batches at "
+        f"{campaign.delivered:,} delivered; leased again {recovered - killed_at:.1f} s after "
+        f"the kill; campaign ended {finished:.1f} s after it (BULK_LEASE_S="
+        f"{ledger.lease_seconds()}, sweep every {sweep_every():g} s)"
+    )
+
+
+def sweep_every() -> float:
+    entry: dict[str, Any] = settings.CELERY_BEAT_SCHEDULE["bulk-sweep"]
+    return float(entry["schedule"])
+
+
+def beat_until(campaign_id: int, orphans: dict[int, str]) -> float:
+    """``bulk.sweep`` at its schedule until the campaign ends; when the orphans were re-leased."""
+    recovered, last_sweep = 0.0, 0.0
+    while True:
+        if time.monotonic() - last_sweep >= sweep_every():
+            last_sweep = time.monotonic()
+            fanout.sweep()
+        if not recovered:
+            tokens = dict(
+                CampaignBatch.objects.filter(pk__in=orphans).values_list("pk", "lease_token")
+            )
+            if all(tokens[pk] != token for pk, token in orphans.items()):
+                recovered = time.monotonic()
+        if recovered and Campaign.objects.get(pk=campaign_id).status in ENDED:
+            return recovered
+        time.sleep(0.02)
+
+
+# -- --profile ----------------------------------------------------------------------------------
+def print_profile(campaign_id: int) -> None:
+    found = profile.read(campaign_id)
+    if not found.batches:
+        print("  profile: no batch recorded (BULK_PROFILE off in the workers?)")
+        return
+    print(
+        f"  profile of {found.batches} batches ({found.recipients / found.batches:,.0f} "
+        f"recipients each), {found.ms_per_batch:.1f} ms per batch:"
+    )
+    print(f"    {'stage':<28} {'ms/batch':>9} {'share':>7}")
+    for stage in found.stages:
+        print(f"    {stage.stage:<28} {stage.ms_per_batch:>9.2f} {stage.share:>7.1%}")
 
 
 def verify(backend: str, sender: int, recipients: range, campaign: Campaign) -> list[str]:
@@ -244,14 +353,17 @@ def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
     conn.close()
 
 
-def bench(backend: str, n: int, base: int, workers: int, concurrency: int) -> dict[str, float]:
+def bench(backend: str, n: int, base: int, args: argparse.Namespace) -> dict[str, float]:
+    workers, concurrency = args.workers, args.concurrency
     sender, recipients = base, range(base + 1, base + 1 + n)
     seed(sender, recipients)
-    procs = start_workers(backend, workers, concurrency)
+    procs = start_workers(backend, workers, concurrency, profile=args.profile)
     try:
-        seconds, campaign = run_campaign(sender)
+        seconds, campaign = run_campaign(sender, procs[0] if args.kill_one else None)
     finally:
         stop(procs)
+    if args.profile:
+        print_profile(campaign.pk)
     problems = verify(backend, sender, recipients, campaign)
     raw = raw_rate(backend, sender, recipients, workers * concurrency)
     fanout = n / seconds
@@ -276,6 +388,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="pool size per worker")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1, help="runs per backend (median)")
+    parser.add_argument("--profile", action="store_true", help="per-stage batch timings")
+    parser.add_argument(
+        "--kill-one", action="store_true", help="kill -9 one worker mid-run; recovery time"
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     call_command("hbase_init", verbosity=0)
@@ -292,7 +408,7 @@ def main() -> None:
     for backend in args.backends.split(","):
         runs = []
         for _ in range(args.repeat):
-            runs.append(bench(backend, args.recipients, base, args.workers, args.concurrency))
+            runs.append(bench(backend, args.recipients, base, args))
             base += args.recipients + 1
         if args.repeat > 1:
             med = {k: statistics.median(r[k] for r in runs) for k in ("fanout", "raw")}

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 from redis.exceptions import RedisError
 
 from tests.api.factories import Api, inbox_api, send_api
@@ -52,6 +53,55 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             pytest.exit("services missing under CI: " + "; ".join(problems), returncode=3)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's, except that the read replica's test database is not created there: the
+    primary's replicates to it (tests/dbreplica.py)."""
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    from tests.dbreplica import point_replica_at_test_db
+
+    if not django_db_use_migrations:
+        _disable_migrations()
+    aliases, serialized = _get_databases_for_setup(request.session.items)
+    keepdb = django_db_keepdb and not django_db_createdb
+    with django_db_blocker.unblock():
+        cfg = setup_databases(
+            verbosity=request.config.option.verbose,
+            interactive=False,
+            aliases=dict.fromkeys(aliases - {"replica"}),  # django-stubs: a Mapping
+            serialized_aliases=serialized - {"replica"},
+            keepdb=keepdb,
+        )
+        point_replica_at_test_db()
+    yield
+    if not django_db_keepdb:
+        with django_db_blocker.unblock():
+            teardown_databases(cfg, verbosity=request.config.option.verbose)
+
+
+@pytest.fixture(autouse=True)
+def replica_reads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Reads go to the real replica only in tests that name it (``databases=[..., "replica"]``):
+    pytest-django forbids any other test to touch a database it did not name."""
+    from pytest_django.fixtures import validate_django_db
+
+    marker = request.node.get_closest_marker("django_db")
+    databases = validate_django_db(marker)[2] if marker else None
+    named = databases == "__all__" or "replica" in (databases or ())
+    with override_settings(REPLICA_READS=settings.REPLICA_READS and named):
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def hbase_tables(django_db_blocker: Any) -> None:
     """Create the (test-prefixed) HBase tables once per session."""
@@ -64,7 +114,7 @@ def hbase_tables(django_db_blocker: Any) -> None:
 def clean_redis() -> None:
     from config.redis import get_redis
 
-    get_redis().flushdb()
+    get_redis().flushdb()  # on a Redis Cluster, every primary (redis-py sends it to each)
 
 
 _uid_counter = itertools.count(1)
@@ -92,6 +142,7 @@ def _worker_env(db_name: str) -> dict[str, str]:
     env["DATABASE_URL"] = (
         f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db_name}"
     )
+    env["REDIS_CLUSTER"] = "1" if settings.REDIS_CLUSTER else "0"  # the data keys' Redis too
     return env
 
 

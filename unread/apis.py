@@ -61,16 +61,18 @@ class UnreadByCategoryOut(serializers.Serializer):
     stranger = serializers.IntegerField()
     business = serializers.IntegerField()
     system = serializers.IntegerField()
+    group = serializers.IntegerField()
 
 
 class UnreadOut(serializers.Serializer):
-    total = serializers.IntegerField()
+    total = serializers.IntegerField(help_text="1:1 and group unread (not announcements)")
     by_category = UnreadByCategoryOut()
     announcements = serializers.IntegerField()
+    mentions = serializers.IntegerField(help_text="unread @mentions in groups")
 
 
 class UnreadApi(ApiView):
-    """Unread counts: total, per category, and unread announcements."""
+    """Unread counts: total, per category (groups too), unread announcements and mentions."""
 
     required_scope = Scope.INBOX
 
@@ -79,10 +81,12 @@ class UnreadApi(ApiView):
         owner = path_ids(uid=uid)["uid"]
         prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
         summary = selectors.unread_summary(owner)
+        groups = selectors.group_unread(owner)
         body = {
-            "total": summary.total,
-            "by_category": summary.by_category,
+            "total": summary.total + groups.unread,
+            "by_category": {**summary.by_category, "group": groups.unread},
             "announcements": announcements.announcements_unread(owner),
+            "mentions": groups.mentions,
         }
         return Response(UnreadOut(body).data)
 

@@ -1,5 +1,5 @@
 """The unread fast path: ``GET /api/v1/users/{uid}/unread`` answered on the event loop, in front of
-Django (``config.asgi``), in one Redis round trip and with no SQL.
+Django (``config.asgi``), in one Redis round trip (two for a member of groups) and with no SQL.
 
 Contract: a client cannot tell it from ``unread.apis.UnreadApi`` except by speed: same status,
 body and headers. It answers only what it can answer completely, a 200, and hands everything else
@@ -20,9 +20,17 @@ to Django untouched (Django then answers exactly as before, and warms what was c
 
 The round trip, pipelined on one multiplexed connection per worker (``config.redis_mux``):
   GET apiclients:gen · HMGET unread:{u:<uid>} t c:followed c:stranger c:business c:system ·
-  GET ann:mark:{u:<uid>} · GET ann:{ann}:ver · GET counters:epoch · GET unread:v:{u:<uid>}
+  GET ann:mark:{u:<uid>} · GET ann:{ann}:ver · GET counters:epoch · GET unread:v:{u:<uid>} ·
+  HGETALL gmember:{u:<uid>}
 HMGET of five fields rather than the view's HGETALL: the hash holds a field per unread
-conversation, and the answer needs only the totals.
+conversation, and the answer needs only the totals. The same round trip reads the user's group
+positions (HGETALL gmember:{u:<uid>}); a member of groups then costs one more round trip: one
+MGET of their groups' summaries per hash slot (ONE on a single Redis;
+``messaging.groups.state.summary_plan``, the view's own read model). A missing summary, or a
+group whose summary dropped recalls this member needs, hands the request to Django, which
+rebuilds the summary from MySQL or counts exactly. A user whose positions are not in Redis has no
+groups here: the view rebuilds lost positions on the Django side, after a Redis
+restart (the counters' epoch sends every user there first).
 
 Big UPs: membership comes from prewarm's per-process copy (no I/O); a big UP's request, or one
 that finds the copy due a recheck, runs ``prewarm.on_unread_request`` in a thread and waits for it,
@@ -49,10 +57,12 @@ from api.auth import MAX_TOKEN_CHARS, cached_principal
 from api.clients import GENERATION_KEY
 from api.fields import ID_PATTERN, MAX_ID
 from api.models import Scope
-from config.redis_mux import MuxRedis, RedisUnavailable
+from config.redis_mux import MuxRedis, RedisUnavailable, mux_for
 from messaging.convcache import prewarm
 from messaging.counters import keys
 from messaging.counters.store import CATEGORIES
+from messaging.groups import keys as group_keys
+from messaging.groups import state as group_state
 from unread import announcements
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -91,8 +101,8 @@ ACCEPTED = frozenset({b"*/*", b"application/*", b"application/json"})
 WATCHED = frozenset({b"host", b"authorization", b"accept", b"content-length", b"transfer-encoding"})
 FIELDS = [keys.TOTAL, *(keys.CATEGORY_PREFIX + c.encode() for c in CATEGORIES)]
 BODY = (
-    b'{"total":%d,"by_category":{"followed":%d,"stranger":%d,"business":%d,"system":%d},'
-    b'"announcements":%d}'
+    b'{"total":%d,"by_category":{"followed":%d,"stranger":%d,"business":%d,"system":%d,'
+    b'"group":%d},"announcements":%d,"mentions":%d}'
 )
 HOSTS_KEPT = 1024
 
@@ -132,7 +142,7 @@ class UnreadFastPath:
 
     def __init__(self, app: ASGIApp, *, redis: MuxRedis | None = None) -> None:
         self.app = app
-        self.redis = redis or MuxRedis(settings.REDIS_URL)
+        self.redis = redis or mux_for(settings.REDIS_URL, cluster=settings.REDIS_CLUSTER)
         self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
         self.headers_before, self.headers_after = response_headers()
         self._hosts: dict[bytes, bool] = {}
@@ -197,15 +207,42 @@ class UnreadFastPath:
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
-        generation, counters, mark, version, epoch, verified = replies
+        generation, counters, mark, version, epoch, verified, positions = replies
         announced = announcements.unread_from_copy(mark, version)
         if generation is None or generation.decode() != cached[0] or announced is None:
             return None
         if epoch is not None and verified != epoch:  # Redis restarted: Django repairs them first
             return None
+        groups = await self.groups(positions)
+        if groups is None:
+            return None
         if prewarm.big_up_cached(uid) is not False:  # rare: a big UP, or a recheck that is due
             await asyncio.to_thread(prewarm.on_unread_request, uid)
-        return BODY % (*(int(v or 0) for v in counters), announced)
+        total, *by_category = (int(v or 0) for v in counters)
+        return BODY % (
+            total + groups.unread,
+            *by_category,
+            groups.unread,
+            announced,
+            groups.mentions,
+        )
+
+    async def groups(self, reply: list[bytes]) -> group_state.UnreadTotals | None:
+        """The user's group unread from their positions (the HGETALL reply): one more round trip,
+        an MGET of their groups' summaries per slot; None when Django must answer (a missing
+        summary, recalls the summary dropped, an error)."""
+        raw = dict(zip(reply[::2], reply[1::2], strict=True))
+        positions = group_state.parse_positions(raw)
+        if not positions:
+            return group_state.UnreadTotals()
+        commands, order = group_state.summary_plan(list(positions))
+        try:
+            replies = await self.redis.pipeline(commands)
+        except RedisUnavailable:
+            return None
+        if any(isinstance(r, hiredis.ReplyError) for r in replies):
+            return None
+        return group_state.fast_totals(positions, group_state.summaries(order, replies))
 
     def uid(self, scope: dict[str, Any]) -> int | None:
         path, query = scope["path"], scope["query_string"]
@@ -266,4 +303,5 @@ def commands(uid: int) -> list[list[str | bytes]]:
         ["GET", announcements.VERSION],
         ["GET", keys.EPOCH],
         ["GET", keys.verified(uid)],
+        ["HGETALL", group_keys.member(uid)],
     ]

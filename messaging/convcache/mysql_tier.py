@@ -1,5 +1,6 @@
 """Tier 3 of the conversation-list read path: MySQL, the truth, read through the one indexed
-pager of the read model (``messaging.convlist.top``).
+pager of the read model (``messaging.convlist.top``). Fills read the read replica
+(``config.dbrouter.replica``); ``current`` (the state a push writes) reads the primary.
 """
 
 from __future__ import annotations
@@ -9,21 +10,26 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db.models import Q
 
+from config.dbrouter import PRIMARY, caught_up_replica
 from messaging.convcache import codec
 from messaging.convcache.codec import Fill, Packed, Summary
 from messaging.convlist import messages_by_key, top
 from messaging.models import Conversation
 
 
-def summaries(rows: Sequence[Conversation]) -> list[Summary]:
-    messages = messages_by_key(r.last_msgkey for r in rows)
+def summaries(rows: Sequence[Conversation], *, db: str = PRIMARY) -> list[Summary]:
+    messages = messages_by_key((r.last_msgkey for r in rows), db=db)
     return [codec.from_row(r, messages) for r in rows]
 
 
-def fill(owner: int) -> Fill:
-    """The owner's first CONVCACHE_SIZE conversations, as a tier answer."""
-    rows, more = top(owner, int(settings.CONVCACHE_SIZE))
-    entries = [Packed.from_summary(s) for s in summaries(rows)]
+def fill(owner: int, *, db: str = "") -> Fill:
+    """The owner's first CONVCACHE_SIZE conversations, as a tier answer, read from the replica
+    once it has caught up with the primary as of now (``caught_up_replica``), so the fill holds
+    every change committed before its generation began; a push after that is merged by mtime
+    (compare-and-set): even a lagging fill never regresses an entry a newer push wrote."""
+    db = db or caught_up_replica()
+    rows, more = top(owner, int(settings.CONVCACHE_SIZE), db=db)
+    entries = [Packed.from_summary(s) for s in summaries(rows, db=db)]
     boundary = entries[-1].member if more else ""
     return Fill(entries, boundary, not more, "m")
 

@@ -6,8 +6,10 @@ Either way some users' counters may be behind the truth (inbox entries after eac
 read position), and nothing else would ever correct them.
 
 - **Detection** (``check_restart``, the beat task ``messaging.counters_check`` every 5 s): Redis's
-  ``run_id`` changes at every start. When it differs from the one recorded in ``counters:run_id``
-  (or that key is gone with the rest of the data) the counters' epoch moves to a new random token.
+  ``run_id`` changes at every start (on a Redis Cluster: the primaries' run_ids, so a failover
+  counts too: the promoted replica may miss its master's last writes). When it differs from the
+  one recorded in ``counters:run_id`` (or that key is gone with the rest of the data) the
+  counters' epoch moves to a new random token.
 - **Repair, lazily** (``ensure_fresh``): a read of a user's counters (the unread summary, the
   conversation list; the unread fast path hands such a request to Django) first compares the
   user's ``unread:v:{u:<uid>}`` with the epoch; if they differ the user's counters are rebuilt
@@ -27,6 +29,7 @@ import secrets
 
 from config import metrics
 from config.redis import get_redis
+from config.redis import run_id as redis_run_id
 from messaging.counters import keys
 from messaging.counters.rebuild import unread_rebuild_user
 
@@ -37,7 +40,7 @@ VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on
 def check_restart() -> bool:
     """Move the epoch on if Redis restarted since the last check; True when it did."""
     client = get_redis()
-    run_id = str(client.info("server")["run_id"])
+    run_id = redis_run_id()
     recorded = client.get(keys.RUN_ID)
     if recorded in (run_id, run_id.encode()):
         return False

@@ -42,3 +42,8 @@ def verified(uid: int) -> str:
 def applied_marker(name: str) -> str:
     """A one-shot marker that makes one counter change idempotent (a batch, a message)."""
     return f"unread:applied:{{{name}}}"
+
+
+def applied_marker_in(tag: str, name: str) -> str:
+    """The same marker for the owners of one cluster slot: ``tag`` hashes to that slot."""
+    return f"unread:applied:{tag}:{name}"

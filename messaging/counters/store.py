@@ -5,6 +5,14 @@ Plural first: ``unread_incr_many`` counts one message for many owners in one rou
 batch: a few script calls in one pipeline); a 1:1 send is a fan-out of one. ``marker`` names the
 change (a batch, a message) and makes it idempotent: a redelivered task finds the marker and
 changes nothing.
+
+On a Redis Cluster the owners are grouped by the slot of their ``unread:{u:<uid>}`` hash instead
+(``config.redis.by_slot``): one script call per slot, queued on the same pipeline, which sends
+each node its calls at once. Each slot's marker lives in that slot
+(``unread:applied:{<slot tag>}:<marker>``, ``config.redis.slot_tag``) and guards the same owners
+on every attempt, so a batch half applied before a failover or a lost reply is completed, once,
+by the next attempt. A 1,000-owner batch spreads over about 1,000 slots, so it costs about 1,000
+small calls (and marker keys) instead of 4: the price of one slot per script.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from config.redis import get_redis
+from config.redis import by_slot, clustered, get_redis, slot_tag
 from messaging.counters import keys, lua
 
 MARKER_TTL_S = 7 * 24 * 3600
@@ -39,11 +47,19 @@ def unread_incr_many(
         return 0
     pipe = client if client is not None else get_redis().pipeline(transaction=False)
     args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
-    for part, owners in _slices(owner_uids).items():
-        marker_key = keys.applied_marker(f"{marker}:{part}" if marker else "none")
+    for marker_key, owners in _groups(owner_uids, marker):
         all_keys = [marker_key, *(keys.unread(uid) for uid in owners)]
         lua.call("incr_many", all_keys, args, client=pipe)
     return -1 if client is not None else sum(int(n or 0) for n in pipe.execute())
+
+
+def _groups(owner_uids: Sequence[int], marker: str | None) -> list[tuple[str, list[int]]]:
+    """(marker key, owners) per script call: slices of one Redis, or the slots of a cluster."""
+    if not clustered():
+        slices = _slices(owner_uids).items()
+        return [(keys.applied_marker(f"{marker}:{p}" if marker else "none"), o) for p, o in slices]
+    slots = by_slot(owner_uids, keys.unread).items()
+    return [(keys.applied_marker_in(slot_tag(s), marker or "none"), o) for s, o in slots]
 
 
 def _slices(owner_uids: Sequence[int]) -> dict[int, list[int]]:

@@ -3,6 +3,8 @@ crashes at each step, quotas, budget, pause/resume/cancel, on both inbox backend
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -15,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from thriftpy2.transport import TTransportException
 
-from bulk import fanout, ledger, quotas, services
+from bulk import fanout, ledger, profile, quotas, services
 from bulk.models import (
     BatchState,
     Campaign,
@@ -243,6 +245,79 @@ def test_a_live_lease_keeps_a_redelivered_batch_from_running_twice(uids) -> None
     assert token is not None
     ledger.release(batch.pk, token)
     assert fanout.batch_run(batch.pk).state == "done"
+
+
+@override_settings(BULK_LEASE_S=1)
+def test_a_live_worker_slower_than_its_lease_keeps_its_batch(uids, monkeypatch) -> None:
+    """The lease is short, but renewed while the batch works: a step three leases long neither
+    lets another worker take the batch nor makes the sweep re-send it."""
+    scenario = business_with_followers(uids(11))
+    campaign = launch(scenario)
+    fanout.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    broker.restarted()  # the running broker is known: the sweep below re-sends only what is owed
+    real, seen = fanout.deliver_many, dict[str, object]()
+
+    def slow(**kwargs):
+        time.sleep(3 * ledger.lease_seconds())  # e.g. a store answering slowly
+        seen["taken over"] = ledger.lease(batch.pk)
+        seen["re-sent"] = fanout.sweep().batches_requeued
+        real(**kwargs)
+
+    monkeypatch.setattr(fanout, "deliver_many", slow)
+    assert fanout.batch_run(batch.pk).state == "done"
+    assert seen == {"taken over": None, "re-sent": 0}
+    assert CampaignBatch.objects.get(pk=batch.pk).attempts == 1
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
+@override_settings(BULK_LEASE_S=30)  # no renewal during the test: the takeover is the test's
+def test_a_worker_whose_lease_was_taken_over_counts_nothing(uids, monkeypatch) -> None:
+    """A worker stalls mid-batch past its lease; another takes the batch over and completes it.
+    The first then finishes its steps (idempotent) but its completion matches nothing: the
+    campaign's totals and every recipient's inbox and unread count the batch once."""
+    scenario = business_with_followers(uids(301), blocked_every=30)
+    campaign = launch(scenario)
+    fanout.campaign_plan_step(campaign.pk)
+    batch = CampaignBatch.objects.get(campaign=campaign)
+    real, other = fanout.deliver_many, list[str]()
+
+    def stalled(**kwargs):
+        expire_leases(campaign.pk)  # stalled past its lease
+        monkeypatch.setattr(fanout, "deliver_many", real)
+        taker = threading.Thread(target=lambda: other.append(_run_elsewhere(batch.pk)))
+        taker.start()
+        taker.join()
+        real(**kwargs)  # the stalled worker carries on where it was
+
+    monkeypatch.setattr(fanout, "deliver_many", stalled)
+    assert fanout.batch_run(batch.pk).state == "lost"
+    assert other == ["done"]
+    assert CampaignBatch.objects.get(pk=batch.pk).attempts == 2
+    assert_exactly_once(
+        campaign.pk, scenario.expected, scenario.sender, skipped_blocked=len(scenario.blocked)
+    )
+
+
+def _run_elsewhere(batch_id: int) -> str:
+    """Another worker (a thread, with its own database connection) runs the batch."""
+    try:
+        return fanout.batch_run(batch_id).state
+    finally:
+        connection.close()
+
+
+@override_settings(BULK_PROFILE=True)
+def test_a_completed_batch_adds_its_stage_times_to_the_campaigns_profile(uids) -> None:
+    scenario = business_with_followers(uids(2501))
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk, repeat=2)  # the second pass completes nothing: not counted
+    found = profile.read(campaign.pk)
+    assert (found.batches, found.recipients) == (3, 2500)
+    assert [s.stage for s in found.stages] == list(profile.ORDER)
+    assert all(s.ms_per_batch > 0 for s in found.stages)
+    assert sum(s.share for s in found.stages) == pytest.approx(1.0)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
 def test_receivers_at_their_cap_are_skipped_and_counted(uids) -> None:

@@ -72,8 +72,9 @@ def test_two_users_exchange_messages_and_both_sides_see_them(
     assert bff.history(bob, alice)["results"][1]["sender_uid"] == str(bob)
     assert bff.unread(bob) == {
         "total": 2,
-        "by_category": {"followed": 0, "stranger": 2, "business": 0, "system": 0},
+        "by_category": {"followed": 0, "stranger": 2, "business": 0, "system": 0, "group": 0},
         "announcements": 0,
+        "mentions": 0,
     }
     assert bff.unread(alice)["total"] == 1
 
@@ -197,6 +198,7 @@ def test_categories_followed_stranger_business(
         "stranger": 2,
         "business": 1,
         "system": 0,
+        "group": 0,
     }
     assert bff.unread(me)["total"] == 4
     assert only(bff.conversations(friend))["category"] == "stranger"  # friend does not follow me

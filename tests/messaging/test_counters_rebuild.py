@@ -73,6 +73,7 @@ def test_rebuild_after_redis_lost_everything_restores_exact_counts(traffic: list
         "users with drift": 2,
         "conversations fixed": 4,
         "total drift": 6,
+        "group positions fixed": 0,
     }
     for user in traffic:
         assert_consistent(user)

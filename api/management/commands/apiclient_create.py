@@ -1,6 +1,7 @@
 """``manage.py apiclient_create NAME --scopes send,campaigns [--senders U ...] [--operator]``:
 issue an API client and print its bearer token, once (only its hash is stored), so a scripted
-deployment can bootstrap itself without the admin."""
+deployment can bootstrap itself without the admin. ``--senders`` bound a ``send`` or ``campaigns``
+client; a ``users`` client (the consumer backend) acts as any user and needs none."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scopes", required=True, help=f"comma-separated: {', '.join(Scope.values)}"
         )
-        parser.add_argument("--senders", type=int, nargs="+", default=[], metavar="U")
+        parser.add_argument(
+            "--senders",
+            type=int,
+            nargs="+",
+            default=[],
+            metavar="U",
+            help="uids a send/campaigns client acts as (a users client acts as any user)",
+        )
         parser.add_argument("--operator", action="store_true", help="may recall any message")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -1,5 +1,6 @@
 """``manage.py apiclient_rotate NAME``: a new token for the client, printed once; the old one
-stops working at once everywhere (the clients' generation moves on)."""
+stops working at once everywhere (the clients' generation moves on). Scopes (``users``
+included) and senders stay as they were."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ Each user's counters are recomputed from their conversations' read positions and
 replaced atomically. Prints how many users were scanned, how many had drifted, how many
 conversations were fixed and the total drift (sum of |stored - true| over conversations).
 ``--all`` walks every owner with a keyset cursor, then drops counters of users who hold no
-conversation any more.
+conversation any more. Group positions (read position, mention and hidden-for-me markers) are
+repaired from MySQL too, for the same users (``--all``: every group member); it prints how many
+were fixed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from messaging.counters.rebuild import (
     iter_owners,
     unread_rebuild_many,
 )
+from messaging.groups.repair import iter_members, positions_repair_many
 
 
 class Command(BaseCommand):
@@ -45,13 +48,16 @@ class Command(BaseCommand):
             raise CommandError("give either --uid U [U ...] or --all")
         if options["all"]:
             stats = self._rebuild_all()
+            groups_fixed = sum(positions_repair_many(c) for c in _chunks(iter_members(), 500))
         else:
             stats = unread_rebuild_many(dict.fromkeys(options["uid"]))
+            groups_fixed = positions_repair_many(dict.fromkeys(options["uid"]))
         self.stdout.write(
             f"users scanned: {stats.users}\n"
             f"users with drift: {stats.users_with_drift}\n"
             f"conversations fixed: {stats.conversations_fixed}\n"
-            f"total drift: {stats.total_drift}"
+            f"total drift: {stats.total_drift}\n"
+            f"group positions fixed: {groups_fixed}"
         )
 
     def _rebuild_all(self) -> RebuildStats:
