@@ -1,9 +1,14 @@
-"""Django admin for operators: campaigns with their live progress and pause/resume/cancel, the batch
-ledger and audiences (read-only), sender policies and channel settings (editable).
+"""Django admin for operators: campaigns with their live progress and pause/resume/cancel/recall,
+the batch ledger and audiences (read-only), sender policies and channel settings (editable).
 
 Campaigns are created through the API or ``manage.py campaign_send``, never typed in here: their
 pages are read-only, and the actions call the same services as the API, reporting what a
 campaign's status refused (a finished campaign cannot be resumed) as an error message.
+
+The campaign list and page are a live console: ``bulk/static/bulk/console.js`` polls
+``progress.json`` (bulk/admin_views.py, figures from bulk/live.py) every 1.5 s and rewrites the
+cells marked ``data-live``, so the page renders the same figures first and then keeps them
+current without a reload. The campaign page has its actions as buttons (POST, CSRF).
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from api.errors import MissiveError
 from api.paging import BigTableAdmin, BoundedCountPaginator
-from bulk import selectors, services
+from bulk import admin_views, live, services
+from bulk.admin_views import OPERATOR_PAUSE
 from bulk.models import (
     Audience,
     Campaign,
@@ -30,8 +36,6 @@ from bulk.models import (
     SenderPolicy,
 )
 from config.dbrouter import ReplicaChangelistMixin
-
-OPERATOR_PAUSE = "operator"
 
 
 class ReadOnlyAdmin(ReplicaChangelistMixin):
@@ -48,31 +52,98 @@ class ReadOnlyAdmin(ReplicaChangelistMixin):
         return False
 
 
-def percent(part: int, whole: int) -> int:
-    return min(100, round(100 * part / whole)) if whole else 0
+# -- the live figures, as text (console.js writes the same text from progress.json) ----------
+def live_body(campaign: Campaign) -> dict[str, Any]:
+    """The campaign's live body, computed once per row (a changelist fills a page at once)."""
+    body: dict[str, Any] | None = getattr(campaign, "_live", None)
+    if body is None:
+        body = live.campaigns_live([campaign])[0]
+        campaign._live = body  # type: ignore[attr-defined]
+    return body
+
+
+def figures_text(body: dict[str, Any]) -> str:
+    skipped = body["skipped"]["quota"] + body["skipped"]["blocked"]
+    return (
+        f"{body['percent']}% · {body['delivered']:,} delivered · {skipped:,} skipped · "
+        f"{body['failed']:,} failed of {body['total']:,}"
+    )
+
+
+def rate_text(body: dict[str, Any]) -> str:
+    rate = body["rate"]
+    return "—" if rate is None else f"{rate['per_s']:,.1f}/s over {rate['over_s']:.0f} s"
+
+
+def eta_text(body: dict[str, Any]) -> str:
+    seconds = body["eta_s"]
+    if seconds is None:
+        return "—"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def status_text(body: dict[str, Any]) -> str:
+    reason = f" ({body['pause_reason']})" if body["pause_reason"] else ""
+    return f"{body['status']}{reason}"
+
+
+def warning_text(body: dict[str, Any]) -> str:
+    if not body["no_worker"]:
+        return ""
+    return f"No worker consumes {body['queue']} ({body['queued'] or 0:,} tasks waiting)"
+
+
+def recall_text(body: dict[str, Any]) -> str:
+    recall = body["recall"]
+    if recall is None:
+        return ""
+    return (
+        f"Recalled · {recall['percent']}% ({recall['batches_done']:,} / "
+        f"{recall['batches']:,} batches)"
+    )
+
+
+def live_span(campaign: Campaign, field: str, text: str, css: str = "") -> SafeString:
+    return format_html(
+        '<span data-live="{}" data-live-id="{}" class="{}">{}</span>', field, campaign.pk, css, text
+    )
+
+
+CHANGE_ACTIONS = {
+    "pause": (CampaignStatus.RUNNING,),
+    "resume": (CampaignStatus.PAUSED,),
+    "cancel": (
+        CampaignStatus.DRAFT,
+        CampaignStatus.SCHEDULED,
+        CampaignStatus.RUNNING,
+        CampaignStatus.PAUSED,
+    ),
+}
+
+
+# What the page asks before an action that cannot be undone (console.js shows it).
+CONFIRM = {
+    "cancel": "Cancel campaign {pk}? A cancelled campaign cannot be resumed.",
+    "recall": "Recall campaign {pk}'s message from every recipient? This cannot be undone.",
+}
 
 
 @admin.register(Campaign)
 class CampaignAdmin(BigTableAdmin):
-    list_display = (
-        "id",
-        "sender_uid",
-        "channel",
-        "status",
-        "progress",
-        "rate",
-        "eta",
-        "pause_reason",
-        "created_at",
-    )
+    list_display = ("id", "sender_uid", "channel", "state", "progress", "rate", "eta", "created_at")
     list_filter = ("status", "channel")
     search_fields = ("id", "sender_uid")  # enables the box; BigTableAdmin does the search
     id_search_fields = ("id", "sender_uid")
     search_help_text = "A campaign id or a sender uid."
     ordering = ("-id",)
-    actions = ("pause_selected", "resume_selected", "cancel_selected")
+    actions = ("pause_selected", "resume_selected", "cancel_selected", "recall_selected")
+    change_form_template = "admin/bulk/campaign/change_form.html"
     fieldsets = (
-        (None, {"fields": ("sender_uid", "client", "channel", "status", "pause_reason")}),
+        (None, {"fields": ("sender_uid", "client", "channel", "state")}),
         ("Progress", {"fields": ("progress", "rate", "eta", "totals", "batches_summary")}),
         (
             "Content and audience",
@@ -84,6 +155,10 @@ class CampaignAdmin(BigTableAdmin):
         ),
         ("Idempotency", {"fields": ("idempotency_key", "request_digest")}),
     )
+
+    class Media:
+        css = {"all": ("bulk/console.css",)}
+        js = ("bulk/console.js",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [str(name) for _, options in self.fieldsets for name in options["fields"]]
@@ -98,35 +173,124 @@ class CampaignAdmin(BigTableAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # cancel instead: the content and the inbox entries stay
 
+    # -- the console's own views -------------------------------------------------------------
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        own = [
+            path("progress.json", wrap(self._progress_many), name="bulk_campaign_progress"),
+            path(
+                "<str:object_id>/progress.json",
+                wrap(self._progress_one),
+                name="bulk_campaign_progress_one",
+            ),
+            path("<str:object_id>/act/<str:action>/", wrap(self._act), name="bulk_campaign_act"),
+        ]
+        return own + super().get_urls()
+
+    def _progress_many(self, request: HttpRequest) -> Any:
+        if not self.has_view_permission(request):
+            return admin_views.error(403, "forbidden", "Viewing campaigns is not permitted.")
+        return admin_views.progress_many(request)
+
+    def _progress_one(self, request: HttpRequest, object_id: str) -> Any:
+        if not self.has_view_permission(request):
+            return admin_views.error(403, "forbidden", "Viewing campaigns is not permitted.")
+        return admin_views.progress_one(request, object_id)
+
+    def _act(self, request: HttpRequest, object_id: str, action: str) -> Any:
+        if not self.has_change_permission(request):
+            return admin_views.error(403, "forbidden", "Changing campaigns is not permitted.")
+        return admin_views.act(request, object_id, action)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)  # evaluated once: the rows the columns render
+        for row, body in zip(rows, live.campaigns_live(rows), strict=True):
+            row._live = body
+        return changelist
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        try:
+            campaign = Campaign.objects.filter(pk__in=live.parse_ids(object_id)).first()
+        except ValueError:  # no id (an add) or not one: Django's own page answers
+            campaign = None
+        context = {
+            **(extra_context or {}),
+            "console_buttons": self._buttons(request, campaign),
+            "console_warning": warning_text(live_body(campaign)) if campaign else "",
+        }
+        return super().changeform_view(request, object_id, form_url, context)
+
+    def _buttons(self, request: HttpRequest, campaign: Campaign | None) -> list[dict[str, str]]:
+        if campaign is None or not self.has_change_permission(request):
+            return []
+        shown = [name for name, allowed in CHANGE_ACTIONS.items() if campaign.status in allowed]
+        if campaign.msgkey is not None:
+            shown += ["recall", "duplicate"]
+        return [
+            {
+                "name": name,
+                "label": name.capitalize(),
+                "url": reverse("admin:bulk_campaign_act", args=[campaign.pk, name]),
+                "confirm": CONFIRM.get(name, "").format(pk=campaign.pk),
+            }
+            for name in shown
+        ]
+
     # -- columns -----------------------------------------------------------------------------
-    @admin.display(description="progress")
-    def progress(self, campaign: Campaign) -> SafeString:
-        done = percent(campaign.processed, campaign.total)
-        if campaign.status == CampaignStatus.FINISHED:
-            done = 100
+    @admin.display(description="status", ordering="status")
+    def state(self, campaign: Campaign) -> SafeString:
+        body = live_body(campaign)
         return format_html(
-            '<progress value="{}" max="100" style="width:7em"></progress> {}% · {} / {} delivered',
-            done,
-            done,
-            campaign.delivered,
-            campaign.total,
+            "{}<br>{}",
+            live_span(campaign, "status", status_text(body)),
+            live_span(campaign, "warning", warning_text(body), "live-warning"),
         )
 
-    @admin.display(description="rate")
-    def rate(self, campaign: Campaign) -> str:
-        return f"{selectors.campaign_progress(campaign)['rate_per_s']:,.1f}/s"
+    @admin.display(description="progress")
+    def progress(self, campaign: Campaign) -> SafeString:
+        body = live_body(campaign)
+        skipped = body["skipped"]
+        detail = (
+            f"skipped: {skipped['quota']:,} quota, {skipped['blocked']:,} blocked; audience lines "
+            f"dropped: {skipped['invalid']:,} invalid, {skipped['duplicate']:,} duplicate"
+        )
+        return format_html(
+            '<progress data-live="bar" data-live-id="{}" value="{}" max="100"></progress>'
+            '<br><span data-live="figures" data-live-id="{}" title="{}">{}</span>'
+            "<br>{}",
+            campaign.pk,
+            body["percent"],
+            campaign.pk,
+            detail,
+            figures_text(body),
+            live_span(campaign, "recall", recall_text(body), "live-recall"),
+        )
+
+    @admin.display(description="recipients/s")
+    def rate(self, campaign: Campaign) -> SafeString:
+        return live_span(campaign, "rate", rate_text(live_body(campaign)))
 
     @admin.display(description="eta")
-    def eta(self, campaign: Campaign) -> str:
-        seconds = selectors.campaign_progress(campaign)["eta_s"]
-        return "—" if seconds is None else f"{seconds:,.0f} s"
+    def eta(self, campaign: Campaign) -> SafeString:
+        return live_span(campaign, "eta", eta_text(live_body(campaign)))
 
     @admin.display(description="totals")
-    def totals(self, campaign: Campaign) -> str:
-        return (
-            f"{campaign.delivered} delivered, {campaign.failed} failed; skipped "
-            f"{campaign.skipped_quota} quota, {campaign.skipped_blocked} blocked, "
-            f"{campaign.skipped_invalid} invalid, {campaign.skipped_duplicate} duplicate"
+    def totals(self, campaign: Campaign) -> SafeString:
+        return live_span(
+            campaign,
+            "totals",
+            (
+                f"{campaign.delivered:,} delivered, {campaign.failed:,} failed; skipped "
+                f"{campaign.skipped_quota:,} quota, {campaign.skipped_blocked:,} blocked, "
+                f"{campaign.skipped_invalid:,} invalid, {campaign.skipped_duplicate:,} duplicate"
+            ),
         )
 
     @admin.display(description="batches")
@@ -198,6 +362,17 @@ class CampaignAdmin(BigTableAdmin):
         self._apply(
             request, queryset, lambda pk: services.campaign_cancel(campaign_id=pk), "Cancelled"
         )
+
+    @admin.action(description="Recall selected campaigns' messages", permissions=["change"])
+    def recall_selected(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> None:
+        for campaign in queryset:
+            try:
+                outcome = admin_views.ACTIONS["recall"](campaign)
+            except MissiveError as exc:
+                text = f"Could not recall campaign {campaign.pk}: {exc.detail}"
+                self.message_user(request, text, messages.ERROR)
+                continue
+            self.message_user(request, outcome.text, outcome.level)
 
 
 @admin.register(CampaignBatch)

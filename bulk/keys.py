@@ -9,6 +9,9 @@ quota:{q:<sender>}:done:<c>:<b>        the stored outcome of batch b of campaign
 bucket:{ch:<channel>}                  token bucket of a channel (tokens, last refill ms).
 profile:{c:<campaign>}                 hash stage -> microseconds summed over the campaign's
                                        batches, plus _batches and _recipients (BULK_PROFILE).
+live:{c:<campaign>}                    sorted set of progress samples "<ms>:<processed>" scored by
+                                       ms, the last LIVE_WINDOW_S seconds (bulk/live.py: the rate).
+recalled:{c:<campaign>}                set of the indexes of the batches recalled (bulk/recall.py).
 The ``{q:<sender>}`` tag keeps one sender's quota keys in one Cluster slot, so the batch's single
 Lua call stays legal on Redis Cluster.
 """
@@ -36,3 +39,11 @@ def token_bucket(channel: str) -> str:
 
 def batch_profile(campaign_id: int) -> str:
     return f"profile:{{c:{campaign_id}}}"
+
+
+def live_samples(campaign_id: int) -> str:
+    return f"live:{{c:{campaign_id}}}"
+
+
+def recalled_batches(campaign_id: int) -> str:
+    return f"recalled:{{c:{campaign_id}}}"

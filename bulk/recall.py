@@ -13,6 +13,9 @@ had not ended) and enqueues one ``bulk.recall_batch`` task per batch of the ledg
    still unread down by one (the unread Lua script under one marker per batch), flags every copy
    recalled, and bumps the conversations so every cache tier shows the recall.
 
+3. records the batch's index in ``recalled:{c:<campaign>}`` (bulk/keys.py) for the operators'
+   recall progress (admin); a set, so a task that runs twice records it once.
+
 Exactly once: the decrement runs before the flags and under its marker, so a task that died
 between the two finds the copies still unflagged when it runs again, and the marker stops a
 second decrement; a task that ran to the end finds every copy flagged and changes nothing.
@@ -29,10 +32,11 @@ from celery import current_app
 from django.db import transaction
 
 from api.errors import Conflict
-from bulk import ledger
+from bulk import keys, ledger
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
 from bulk.services import campaign_cancel
+from config.redis import get_redis
 from messaging.conversations import read_positions
 from messaging.counters.store import unread_incr_many
 from messaging.inbox import InboxEntry, get_inbox
@@ -42,6 +46,7 @@ from messaging.selectors import broadcast_category
 from messaging.services import conversations_bump
 
 RETRY_IN_S = 5
+RECALLED_TTL_S = 30 * 86400  # the recall progress outlives any recall by far
 TASK = "bulk.recall_batch"
 
 
@@ -84,7 +89,20 @@ def batch_recall(batch_id: int) -> BatchRecall:
     _count_down(campaign, batch.index, live)
     inbox.set_flags(live, FLAG_RECALLED)
     conversations_bump([(c.owner, c.peer) for c in live])
+    _record(campaign.pk, batch.index)
     return BatchRecall("recalled", len(live))
+
+
+def _record(campaign_id: int, index: int) -> None:
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.sadd(keys.recalled_batches(campaign_id), index)
+    pipe.expire(keys.recalled_batches(campaign_id), RECALLED_TTL_S)
+    pipe.execute()
+
+
+def recalled_batches(campaign_id: int) -> int:
+    """How many of the campaign's batches have been recalled."""
+    return int(get_redis().scard(keys.recalled_batches(campaign_id)))
 
 
 def _close(batch: CampaignBatch) -> bool:

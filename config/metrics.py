@@ -22,6 +22,7 @@ Series, each prefixed ``missive_``:
   counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
   unread_repairs_total                  users whose counters were rebuilt lazily after that
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
+  celery_queue_workers{queue}           gauge: live workers consuming the queue (``queue_workers``)
   prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
   big_ups                               gauge: owners in the big-UP sets (messaging)
 """
@@ -34,16 +35,18 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
 from config import broker
-from config.celery import QUEUES
+from config.celery import QUEUES, app
 from config.redis import get_redis
 
 log = logging.getLogger(__name__)
@@ -142,6 +145,48 @@ def queue_lengths() -> dict[str, int]:
     return {q: sum(next(counts) for _ in PRIORITY_SUFFIXES) for q in QUEUES}
 
 
+WORKERS_CACHE_S = 2.0  # how long one answer about the workers is reused in this process
+WORKERS_TIMEOUT_S = 0.5  # how long a broadcast waits for the workers' replies
+
+
+class _WorkersAnswer:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.at = -WORKERS_CACHE_S
+        self.counts: dict[str, int] | None = None
+
+
+_workers = _WorkersAnswer()
+
+
+def queue_workers() -> dict[str, int] | None:
+    """Live workers consuming each queue: every worker answers a broadcast (``active_queues``)
+    within WORKERS_TIMEOUT_S; the answer is reused for WORKERS_CACHE_S. None: the broker did not
+    answer (unknown, which is not "no worker")."""
+    with _workers.lock:
+        if time.monotonic() - _workers.at < WORKERS_CACHE_S:
+            return _workers.counts
+        counts: dict[str, int] | None = None
+        try:
+            broker.client().ping()  # fails at once when it is down (kombu would retry for ~6 s)
+            replies = app.control.inspect(timeout=WORKERS_TIMEOUT_S).active_queues() or {}
+            counts = _consumers(replies)
+        except (OSError, RedisError, OperationalError):
+            pass
+        _workers.at, _workers.counts = time.monotonic(), counts
+        return counts
+
+
+def _consumers(replies: Mapping[str, Iterable[Mapping[str, Any]] | None]) -> dict[str, int]:
+    """{worker: [its queues]} → {queue: how many workers consume it}."""
+    counts = dict.fromkeys(QUEUES, 0)
+    for queues in replies.values():
+        for name in {q.get("name") for q in queues or []}:
+            if name in counts:
+                counts[name] += 1
+    return counts
+
+
 class MissiveCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._counters()
@@ -167,6 +212,16 @@ class MissiveCollector:
         for queue, length in queue_lengths().items():
             queues.add_metric([queue], length)
         yield queues
+        counts = queue_workers()
+        if counts is not None:
+            workers = GaugeMetricFamily(
+                PREFIX + "celery_queue_workers",
+                "Live workers consuming the queue.",
+                labels=["queue"],
+            )
+            for queue, n in counts.items():
+                workers.add_metric([queue], n)
+            yield workers
         for read in GAUGES:
             yield from read()
 

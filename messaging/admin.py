@@ -38,6 +38,10 @@ class MessageAdmin(BigTableAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # messages are sent through the API and campaigns, never typed in here
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The list's recall action needs "change"; a message's own page is read-only (no Save).
+        return obj is None and super().has_change_permission(request)
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # inbox rows still point at the content: recall instead
 
