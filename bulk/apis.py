@@ -33,7 +33,7 @@ from api.auth import principal, require_sender
 from api.errors import InvalidInput
 from api.fields import path_ids
 from api.models import ApiClient, Scope
-from api.views import ERROR_SCHEMA, ERRORS, ApiView, check_body_size, validated
+from api.views import ERROR_SCHEMA, ERRORS, ApiView, check_body_size, idempotency_key, validated
 from bulk import selectors, services
 from bulk.models import Campaign
 from bulk.serializers import (
@@ -50,7 +50,6 @@ from bulk.serializers import (
 UPLOAD_MAX_BYTES = 1 << 30
 CHUNK_BYTES = 64 * 1024
 CAMPAIGN_BODY_MAX = 1024 * 1024  # two lists of 10,000 ids as strings, and the content
-IDEMPOTENCY_KEY_MAX = 128
 NAME_MAX = 200
 UPLOAD_HELP = (
     "multipart `file` field, or the uids as a raw body (text/plain, text/csv or "
@@ -151,19 +150,6 @@ class AudienceUploadApi(ApiView):
 
 
 # -- campaigns -------------------------------------------------------------------------------
-def idempotency_key(request: Request) -> str | None:
-    raw = request.headers.get("Idempotency-Key")
-    if raw is None or not raw.strip():
-        return None
-    key = raw.strip()
-    if len(key) > IDEMPOTENCY_KEY_MAX or not (key.isascii() and key.isprintable()):
-        raise InvalidInput(
-            "Idempotency-Key must be 1 to 128 printable ASCII characters.",
-            {"Idempotency-Key": "invalid"},
-        )
-    return key
-
-
 REPLAY_OR_PREVIEW = PolymorphicProxySerializer(
     component_name="CampaignOrDryRun",
     serializers=[CampaignOut, DryRunOut],

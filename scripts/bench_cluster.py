@@ -52,7 +52,7 @@ def phase(args: argparse.Namespace) -> dict[str, float]:
     log = Path(tempfile.gettempdir()) / f"bench_cluster_{args.mode}.log"
     server = bench_unread.start_gunicorn(port, args.workers, log)
     try:
-        http = bench_unread.run_wrk(wrk, port, token, args, server.pid)
+        http = bench_unread.run_wrk(wrk, port, token, args, server.pid, len(bench_unread.USERS))
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

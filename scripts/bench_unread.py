@@ -96,6 +96,32 @@ def prepare() -> str:
     return token
 
 
+GROUP_MEMBERS = 200
+
+
+def join_groups(groups: int) -> int:
+    """Make the first GROUP_MEMBERS users members of ``groups`` groups, each with one message
+    unread (every tenth @mentioning them): the users wrk then asks about. Returns their count."""
+    from messaging.groups import services
+    from messaging.groups.models import Group, GroupMember
+
+    members = list(USERS)[:GROUP_MEMBERS]
+    GroupMember.objects.filter(uid__in=members).delete()  # a previous run's groups
+    Group.objects.filter(owner_uid__gte=6_000_000_000, owner_uid__lt=6_001_000_000).delete()
+    for g in range(groups):
+        group, _ = services.group_create(
+            owner_uid=6_000_000_000 + g, name=f"bench {g}", member_uids=members
+        )
+        services.group_message_send(
+            gid=group.gid,
+            sender_uid=6_000_000_000 + g,
+            content={"type": "text", "text": f"hello from group {g}"},
+            client_msg_id=f"bench-{group.gid}",
+            mentions=members if g % 10 == 0 else [],
+        )
+    return len(members)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,10 +164,10 @@ def start_gunicorn(port: int, workers: int, log: Path) -> subprocess.Popen[bytes
 
 
 def run_wrk(
-    wrk: str, port: int, token: str, args: argparse.Namespace, server: int
+    wrk: str, port: int, token: str, args: argparse.Namespace, server: int, users: int
 ) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_SCRIPT % (USERS.start, len(USERS)))
+        f.write(WRK_SCRIPT % (USERS.start, users))
     url = f"http://127.0.0.1:{port}"
     head = ["-H", f"Authorization: Bearer {token}", "-s", f.name, "--latency", url]
     # warm: every worker's first requests go through Django, which caches the principal there
@@ -309,13 +335,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="gunicorn workers")
     parser.add_argument("--redis-requests", type=int, default=300_000)
+    parser.add_argument(
+        "--groups", type=int, default=0, help=f"ask about {GROUP_MEMBERS} users in N groups each"
+    )
     args = parser.parse_args()
     wrk = ensure_wrk()
     token = prepare()
+    users = join_groups(args.groups) if args.groups else len(USERS)
     port = free_port()
     server = start_gunicorn(port, args.workers, Path(tempfile.gettempdir()) / "bench_unread.log")
     try:
-        http = run_wrk(wrk, port, token, args, server.pid)
+        http = run_wrk(wrk, port, token, args, server.pid, users)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -324,6 +354,7 @@ def main() -> None:
         f"\nGET /api/v1/users/{{uid}}/unread on gunicorn ({args.workers} uvicorn workers, "
         f"config.asgi) vs redis-benchmark GET; {os.cpu_count()} cores, {args.connections} "
         "connections, load generator on the same machine"
+        + (f"; {users} users in {args.groups} groups each" if args.groups else "")
     )
     print(f"{'':28} {'requests/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
     for label, r in (("HTTP unread (wrk)", http), ("Redis GET (redis-benchmark)", redis)):
