@@ -216,33 +216,32 @@ class UnreadFastPath:
         groups = await self.groups(positions)
         if groups is None:
             return None
+        group_unread, group_mentions = groups
         if prewarm.big_up_cached(uid) is not False:  # rare: a big UP, or a recheck that is due
             await asyncio.to_thread(prewarm.on_unread_request, uid)
         total, *by_category = (int(v or 0) for v in counters)
         return BODY % (
-            total + groups.unread,
+            total + group_unread,
             *by_category,
-            groups.unread,
+            group_unread,
             announced,
-            groups.mentions,
+            group_mentions,
         )
 
-    async def groups(self, reply: list[bytes]) -> group_state.UnreadTotals | None:
-        """The user's group unread from their positions (the HGETALL reply): one more round trip,
-        an MGET of their groups' summaries per slot; None when Django must answer (a missing
-        summary, recalls the summary dropped, an error)."""
-        raw = dict(zip(reply[::2], reply[1::2], strict=True))
-        positions = group_state.parse_positions(raw)
-        if not positions:
-            return group_state.UnreadTotals()
-        commands, order = group_state.summary_plan(list(positions))
+    async def groups(self, reply: list[bytes]) -> tuple[int, int] | None:
+        """The user's group (unread, mentions) from their positions (the HGETALL reply): one more
+        round trip, an MGET of their groups' summaries per slot; None when Django must answer (a
+        missing summary, recalls the summary dropped, an error)."""
+        plan = group_state.raw_plan(reply)
+        if not plan.gids:
+            return 0, 0
         try:
-            replies = await self.redis.pipeline(commands)
+            replies = await self.redis.pipeline(plan.commands)
         except RedisUnavailable:
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
-        return group_state.fast_totals(positions, group_state.summaries(order, replies))
+        return group_state.raw_totals(plan, replies)
 
     def uid(self, scope: dict[str, Any]) -> int | None:
         path, query = scope["path"], scope["query_string"]

@@ -37,6 +37,11 @@ def summary(gid: int) -> str:
     return f"gsum:{{g:{gid}}}"
 
 
+def summary_raw(gid: bytes) -> bytes:
+    """``summary`` from a gid as Redis returned it (the unread fast path's raw read)."""
+    return b"gsum:{g:" + gid + b"}"
+
+
 def recalled(gid: int) -> str:
     return f"grecall:{{g:{gid}}}"
 

@@ -208,6 +208,62 @@ def fast_totals(
     return UnreadTotals(unread, mentions, per_group)
 
 
+# -- the unread fast path's read: the same answer as fast_totals, on the raw replies ------------
+@dataclass(frozen=True)
+class RawPlan:
+    """A member's positions as Redis returned them (gids and values, aligned) and the MGETs of
+    their groups' summaries; ``order``: the gids of the concatenated MGET replies."""
+
+    gids: list[bytes]
+    values: list[bytes]
+    commands: list[Command]
+    order: list[bytes]
+
+
+def raw_plan(reply: Sequence[bytes]) -> RawPlan:
+    """From the HGETALL reply of ``keys.member``; no parsing (measured: parsing 500 positions
+    into objects was half of the fast path's ~550 µs per request for a member of 500 groups)."""
+    gids, values = list(reply[::2]), list(reply[1::2])
+    if keys.BUILT_FIELD in gids:
+        at = gids.index(keys.BUILT_FIELD)
+        del gids[at], values[at]
+    names = [keys.summary_raw(gid) for gid in gids]
+    if not clustered():
+        return RawPlan(gids, values, [["MGET", *names]] if names else [], gids)
+    by_slot: dict[int, list[int]] = {}
+    for i, name in enumerate(names):
+        by_slot.setdefault(key_slot(name), []).append(i)
+    commands: list[Command] = [["MGET", *(names[i] for i in s)] for s in by_slot.values()]
+    return RawPlan(gids, values, commands, [gids[i] for s in by_slot.values() for i in s])
+
+
+def raw_totals(plan: RawPlan, replies: Sequence[Sequence[bytes | None]]) -> tuple[int, int] | None:
+    """(unread, mentions) over the member's groups, as ``fast_totals`` counts them; None when a
+    summary is missing or lacks recalls the member needs (the view answers). The common case
+    (no mention, nothing hidden, no recall: position ``<read>||``, summary ``<max>||...``) is
+    one subtraction on the bytes; anything else goes through ``summary_tally``."""
+    flat = [value for reply in replies for value in reply]
+    if plan.order is not plan.gids:  # a cluster: the MGETs went per slot
+        by_gid = dict(zip(plan.order, flat, strict=True))
+        flat = [by_gid[gid] for gid in plan.gids]
+    unread = mentions = 0
+    for position, summary in zip(plan.values, flat, strict=True):
+        if summary is None:
+            return None
+        if position[-2:] == b"||":
+            max_seq, recalled, _ = summary.split(b"|", 2)
+            if not recalled:
+                behind = int(max_seq) - int(position[:-2])
+                unread += behind if behind > 0 else 0
+                continue
+        counted = summary_tally(parse_position(position), parse_summary(summary))
+        if counted is None:
+            return None
+        unread += counted.unread
+        mentions += counted.mentions
+    return unread, mentions
+
+
 def positions_raw(uid: int) -> dict[bytes, bytes]:
     raw: dict[bytes, bytes] = get_redis().hgetall(keys.member(uid))  # type: ignore[assignment]
     return raw

@@ -180,6 +180,11 @@ def test_the_fast_path_answers_exactly_as_the_view_for_a_group_member(
     moved = stack.fast(path, auth)
     assert moved == stack.django_get(path, auth)
     assert (moved.json["by_category"]["group"], moved.json["mentions"]) == (9 - 1, 3)
+    assert api.hide(me, gids[2], 2)[0] in (200, 204)  # delete-for-me of an unread message
+    asgi_ready()
+    hidden = stack.fast(path, auth)
+    assert hidden == stack.django_get(path, auth)
+    assert hidden.json["by_category"]["group"] == 9 - 1 - 1
 
 
 def test_a_missing_head_sends_the_fast_path_to_django_which_rebuilds_it(
