@@ -23,7 +23,7 @@ CLUSTER_TESTS := tests/config/test_redis_cluster.py tests/messaging/test_counter
 	tests/bulk/test_api_workers.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
 
-.PHONY: demo test lint services-up services-down bench clean
+.PHONY: demo demo-admin test lint services-up services-down bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ $(VENV)/.test: $(VENV)/bin/activate pyproject.toml
 
 demo: $(VENV)/.demo
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL -u INBOX_BACKEND $(PY) scripts/demo.py
+
+# Django admin on the demo's data (var/demo/), login operator / operator; Ctrl-C stops it.
+demo-admin: $(VENV)/.demo
+	$(PY) scripts/demo_admin.py
 
 services-up:
 	PYTHON=$(PY) scripts/services up

@@ -417,6 +417,7 @@ def _stop_redis() -> None:
             f"the embedded redis-server on :{embedded.port()} was already running before the "
             "demo: left running"
         )
+    console.print("look at this data in Django admin: make demo-admin (login operator / operator)")
 
 
 def _who_finished_first(campaigns: dict[str, Campaign]) -> None:
