@@ -41,14 +41,20 @@ def progress_many(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"campaigns": live.campaigns_live(shown), "missing": missing})
 
 
-def progress_one(request: HttpRequest, object_id: str) -> JsonResponse:
+def _named(object_id: str) -> Campaign | JsonResponse:
+    """The campaign the URL names, or the 400/404 that says why there is none."""
     try:
         (pk,) = live.parse_ids(object_id)
     except ValueError:
         return error(400, "invalid", f"{object_id[:40]!r} is not a campaign id.")
     campaign = Campaign.objects.filter(pk=pk).first()
-    if campaign is None:
-        return error(404, "not_found", f"No campaign {pk}.")
+    return campaign or error(404, "not_found", f"No campaign {pk}.")
+
+
+def progress_one(request: HttpRequest, object_id: str) -> JsonResponse:
+    campaign = _named(object_id)
+    if isinstance(campaign, JsonResponse):
+        return campaign
     return JsonResponse({"campaigns": live.campaigns_live([campaign]), "missing": []})
 
 
@@ -136,17 +142,13 @@ def act(request: HttpRequest, object_id: str, action: str) -> HttpResponse:
     run = ACTIONS.get(action)
     if run is None:
         return error(404, "not_found", f"No campaign action {action[:40]!r}.")
-    try:
-        (pk,) = live.parse_ids(object_id)
-    except ValueError:
-        return error(400, "invalid", f"{object_id[:40]!r} is not a campaign id.")
-    campaign = Campaign.objects.filter(pk=pk).first()
-    if campaign is None:
-        return error(404, "not_found", f"No campaign {pk}.")
+    campaign = _named(object_id)
+    if isinstance(campaign, JsonResponse):
+        return campaign
     try:
         outcome = run(campaign)
     except MissiveError as exc:
-        text = f"Could not {action} campaign {pk}: {exc.detail}"
-        outcome = Outcome(messages.ERROR, text, pk)
+        text = f"Could not {action} campaign {campaign.pk}: {exc.detail}"
+        outcome = Outcome(messages.ERROR, text, campaign.pk)
     messages.add_message(request, outcome.level, outcome.text)
     return HttpResponseRedirect(reverse("admin:bulk_campaign_change", args=[outcome.campaign_id]))

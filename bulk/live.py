@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 from bulk import keys
 from bulk.models import Campaign, CampaignStatus
 from bulk.recall import recalled_batches
+from bulk.selectors import eta_running, skipped_by_reason
 from config.metrics import queue_lengths, queue_workers
 from config.redis import get_redis
 from messaging.models import Message, MessageStatus
@@ -80,12 +81,7 @@ def _body(
         "channel": campaign.channel,
         "total": campaign.total,
         "delivered": campaign.delivered,
-        "skipped": {
-            "quota": campaign.skipped_quota,
-            "blocked": campaign.skipped_blocked,
-            "invalid": campaign.skipped_invalid,
-            "duplicate": campaign.skipped_duplicate,
-        },
+        "skipped": skipped_by_reason(campaign),
         "failed": campaign.failed,
         "processed": campaign.processed,
         "percent": percent(campaign),
@@ -107,11 +103,7 @@ def _no_worker(is_running: bool, workers: dict[str, int] | None, queue: str) -> 
 
 
 def _eta(campaign: Campaign, rate: dict[str, float] | None) -> float | None:
-    if campaign.status != CampaignStatus.RUNNING or not campaign.planned or not rate:
-        return None
-    if rate["per_s"] <= 0:
-        return None  # nothing moved over the window: no honest estimate
-    return round(max(campaign.total - campaign.processed, 0) / rate["per_s"], 1)
+    return eta_running(campaign, rate["per_s"]) if rate else None
 
 
 def _rates(campaigns: Iterable[Campaign]) -> dict[int, dict[str, float] | None]:

@@ -37,12 +37,7 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
         "audience": {"type": campaign.audience_type, "id": campaign.audience_id},
         "total": campaign.total,
         "delivered": campaign.delivered,
-        "skipped": {
-            "quota": campaign.skipped_quota,
-            "blocked": campaign.skipped_blocked,
-            "invalid": campaign.skipped_invalid,
-            "duplicate": campaign.skipped_duplicate,
-        },
+        "skipped": skipped_by_reason(campaign),
         "failed": campaign.failed,
         "rate_per_s": round(rate, 2),
         "eta_s": _eta(campaign, rate),
@@ -59,12 +54,25 @@ def _rate(campaign: Campaign, now: datetime) -> float:
     return campaign.processed / elapsed if elapsed > 0 else 0.0
 
 
-def _eta(campaign: Campaign, rate: float) -> float | None:
-    if campaign.status == CampaignStatus.FINISHED:
-        return 0.0
+def skipped_by_reason(campaign: Campaign) -> dict[str, int]:
+    return {
+        "quota": campaign.skipped_quota,
+        "blocked": campaign.skipped_blocked,
+        "invalid": campaign.skipped_invalid,
+        "duplicate": campaign.skipped_duplicate,
+    }
+
+
+def eta_running(campaign: Campaign, rate: float) -> float | None:
+    """Seconds left at ``rate`` recipients/s; None unless the campaign runs with its whole
+    audience planned and something moves (the total is still growing, or nothing has moved)."""
     if campaign.status != CampaignStatus.RUNNING or not campaign.planned or rate <= 0:
-        return None  # the total is still growing, nothing moves, or nothing has moved yet
+        return None
     return round(max(campaign.total - campaign.processed, 0) / rate, 1)
+
+
+def _eta(campaign: Campaign, rate: float) -> float | None:
+    return 0.0 if campaign.status == CampaignStatus.FINISHED else eta_running(campaign, rate)
 
 
 # -- what a client may see -------------------------------------------------------------------
