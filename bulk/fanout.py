@@ -17,7 +17,9 @@ completion would match nothing, so the batch is counted once.
 
 Fair share of a channel: the Celery planner plans a campaign's batches in waves, each campaign
 holding at most its equal share of BULK_CHANNEL_OPEN_BATCHES open batches; completed batches ask
-for the next wave (``campaign_plan_step``, ``_top_up``).
+for the next wave (``campaign_plan_step``, ``_top_up``). A campaign's first batches are sent at a
+higher broker priority than those of a campaign further along (``services.batch_priority``), so
+one launched behind a big campaign's queued wave is served before that wave, not after it.
 
 Outages never fail a batch. A store that does not answer (``config.outages``) while a batch
 delivers puts the batch back, its attempt refunded, and pauses the campaign with reason
@@ -102,7 +104,9 @@ def campaign_plan_step(campaign_id: int, *, capped: bool = False) -> bool:
         ids = list(
             CampaignBatch.objects.filter(
                 campaign=campaign, index__gte=campaign.batches_planned - len(batches)
-            ).values_list("pk", flat=True)
+            )
+            .order_by("index")
+            .values_list("pk", "index")
         )
         chain = not campaign.planned and room > len(batches)  # room for another step now
         transaction.on_commit(lambda: _enqueue_step(campaign, ids, chain))
@@ -117,7 +121,7 @@ def open_cap(channel: str) -> int:
     return max(MIN_OPEN_BATCHES, settings.BULK_CHANNEL_OPEN_BATCHES // max(running, 1))
 
 
-def _enqueue_step(campaign: Campaign, batch_ids: Sequence[int], chain: bool) -> None:
+def _enqueue_step(campaign: Campaign, batch_ids: Sequence[tuple[int, int]], chain: bool) -> None:
     """The step's batches with the next plan step in their middle: the planner runs while the
     second half is delivered. Queued behind all of them, it ran alone after each step while the
     other workers went idle (the ledger's lease times showed a gap after every 20 batches)."""
@@ -348,10 +352,10 @@ def _requeue_stale_batches(now: datetime, stale: datetime, limit: int) -> int:
     lost = CampaignBatch.objects.filter(campaign__status=CampaignStatus.RUNNING).filter(
         (expired | Q(state=BatchState.PENDING)) & not_sent_lately
     )
-    rows = list(lost.values_list("pk", "campaign__channel")[:limit])
-    CampaignBatch.objects.filter(pk__in=[pk for pk, _ in rows]).update(enqueued_at=now)
-    for pk, channel in rows:
-        enqueue_batches(channel, [pk])
+    rows = list(lost.values_list("pk", "index", "campaign__channel")[:limit])
+    CampaignBatch.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(enqueued_at=now)
+    for pk, index, channel in rows:
+        enqueue_batches(channel, [(pk, index)])
     return len(rows)
 
 

@@ -8,8 +8,9 @@ run a batch, sweep) is bulk.fanout; reads are bulk.selectors.
   one transaction, so a refused create leaves no orphan audience; an Idempotency-Key replay of the
   same body returns the stored campaign (created False) and stores no list again; another body
   under the same key is a Conflict (409).
-- ``campaign_create``: stores the content once (one ``Message``) and the campaign, and starts the
-  planner after commit (or leaves it ``scheduled``).
+- ``campaign_create``: stores the content once (one ``Message``) and the campaign (with its
+  optional ``name``, part of the idempotency digest when given), and starts the planner after
+  commit (or leaves it ``scheduled``).
 - ``campaign_preview``: the dry run. It stores nothing: an explicit list is written inside a
   transaction that is rolled back, so the preview walks exactly what the campaign would walk.
 - control: ``campaign_pause`` / ``resume`` / ``cancel`` / ``start`` change the status under the
@@ -134,6 +135,7 @@ def campaign_submit(
     scheduled_at: datetime | None = None,
     client: ApiClient | None = None,
     idempotency_key: str | None = None,
+    name: str = "",
 ) -> tuple[Campaign, bool]:
     """Store the audience and create (or replay) the campaign; returns (campaign, created)."""
     with transaction.atomic():
@@ -149,6 +151,7 @@ def campaign_submit(
             scheduled_at=scheduled_at,
             client=client,
             idempotency_key=idempotency_key,
+            name=name,
         )
 
 
@@ -161,18 +164,19 @@ def campaign_create(
     scheduled_at: datetime | None = None,
     client: ApiClient | None = None,
     idempotency_key: str | None = None,
+    name: str = "",
 ) -> tuple[Campaign, bool]:
     """Create and start (or schedule) a campaign; returns (campaign, created)."""
     body = validate_content(content)
     _check_sender(sender_uid, channel)
-    digest = _digest(sender_uid, body, audience, channel, scheduled_at)
+    digest = _digest(sender_uid, body, audience, channel, scheduled_at, name)
     if idempotency_key:
         found = selectors.campaign_for_idempotency_key(client, idempotency_key)
         if found is not None:
             return _same_request(found, digest), False
     try:
         campaign = _insert(
-            sender_uid, body, audience, channel, scheduled_at, client, idempotency_key, digest
+            sender_uid, body, audience, channel, scheduled_at, client, idempotency_key, digest, name
         )
     except IntegrityError:  # a concurrent retry with the same Idempotency-Key won
         found = selectors.campaign_for_idempotency_key(client, idempotency_key or "")
@@ -197,8 +201,11 @@ def _digest(
     audience: AudienceChoice,
     channel: str,
     scheduled_at: datetime | None,
+    name: str,
 ) -> str:
     parts = [sender, body, audience.type, audience.spec, channel, str(scheduled_at)]
+    if name:  # only when given: campaigns stored before names keep their digests
+        parts.append(name)
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -217,6 +224,7 @@ def _insert(
     client: ApiClient | None,
     idempotency_key: str | None,
     digest: str,
+    name: str = "",
 ) -> Campaign:
     later = scheduled_at is not None and scheduled_at > timezone.now()
     stored = audience.audience
@@ -224,6 +232,7 @@ def _insert(
         msgkey = message_store(sender_uid=sender_uid, body=body).msgkey
         campaign = Campaign.objects.create(
             sender_uid=sender_uid,
+            name=name,
             client=client,
             idempotency_key=idempotency_key,
             request_digest=digest,
@@ -305,16 +314,40 @@ def _dry_run(sender_uid: int, choice: AudienceChoice, channel: str, *, db: str) 
 
 
 # -- tasks -------------------------------------------------------------------------------------
+# Fair share of a channel's queue: a campaign's batches are sent at a broker priority that falls
+# as the campaign gets further (least attained service). The Redis transport keeps one list per
+# priority step and BRPOPs them in order, 0 first (kombu's PRIORITY_STEPS [0, 3, 6, 9]), so a
+# campaign launched while a big one has a queue of batches out is served ahead of that queue: in
+# the demo a 3,000-recipient campaign started behind a 100,000-recipient one waited 5 s (16
+# batches of the big one) before this. Plan steps carry no priority: they go first.
+PRIORITY_BY_INDEX = ((4, 0), (16, 3), (64, 6))  # (batches before index, priority); then 9
+LAST_PRIORITY = 9
+
+
+def batch_priority(index: int) -> int:
+    """The broker priority of a campaign's ``index``-th batch (0 is served first)."""
+    for below, priority in PRIORITY_BY_INDEX:
+        if index < below:
+            return priority
+    return LAST_PRIORITY
+
+
 def enqueue_plan(campaign: Campaign) -> None:
     current_app.send_task(f"bulk.{campaign.channel}.plan", args=[campaign.pk])
 
 
-def enqueue_batches(channel: str, batch_ids: Sequence[int]) -> None:
-    """One broker producer for the lot, not one per message (measured: 1.5-3.6 instead of
-    3.8-4 ms a message)."""
+def enqueue_batches(channel: str, batches: Sequence[tuple[int, int]]) -> None:
+    """Send ``(batch id, index in its campaign)`` pairs, each at its ``batch_priority``. One
+    broker producer for the lot, not one per message (measured: 1.5-3.6 instead of 3.8-4 ms a
+    message)."""
     with current_app.producer_or_acquire() as producer:
-        for batch_id in batch_ids:
-            current_app.send_task(f"bulk.{channel}.run_batch", args=[batch_id], producer=producer)
+        for batch_id, index in batches:
+            current_app.send_task(
+                f"bulk.{channel}.run_batch",
+                args=[batch_id],
+                producer=producer,
+                priority=batch_priority(index),
+            )
 
 
 # -- control -----------------------------------------------------------------------------------
@@ -416,7 +449,7 @@ def _kick(campaign: Campaign) -> None:
     if not campaign.planned:
         enqueue_plan(campaign)
     pending = CampaignBatch.objects.filter(campaign=campaign, state=BatchState.PENDING)
-    ids = list(pending.values_list("pk", flat=True))
+    batches = list(pending.values_list("pk", "index"))
     pending.update(enqueued_at=timezone.now())
-    enqueue_batches(campaign.channel, ids)
+    enqueue_batches(campaign.channel, batches)
     ledger.maybe_finish(campaign.pk)

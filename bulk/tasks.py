@@ -27,7 +27,8 @@ def _run(task: Task, batch_id: int, outage_since: float | None) -> str:
             return _wait_out(task, batch_id, outage_since or time.time(), exc)
         raise task.retry(exc=exc, countdown=min(2**task.request.retries, 30)) from exc
     if outcome.retry_in_ms:  # channel out of tokens: come back later, never sleep
-        task.apply_async((batch_id,), countdown=outcome.retry_in_ms / 1000)
+        priority = int((task.request.delivery_info or {}).get("priority") or 0)  # keep its place
+        task.apply_async((batch_id,), countdown=outcome.retry_in_ms / 1000, priority=priority)
     return outcome.state
 
 

@@ -6,6 +6,11 @@ per-receiver cap from an earlier campaign) launches a daily campaign to all foll
 runs, a priority campaign to 1,000 customers (an uploaded list, with a few malformed lines and
 repeated uids that are skipped and counted) starts on its own queue and finishes first.
 
+Fair share of the daily channel: a second sender (a bakery, 3,000 followers) launches its own daily
+campaign once the shop's has 10,000 done. Each campaign holds an equal share of the channel's
+open batches (bulk/fanout.py), so the bakery's does not wait behind the shop's 100,000: the
+summary shows how long it took and how the channel's recipients were split while both ran.
+
 The group scene: the shop's fan group of 50,000 followers (added 1,000 at a time, as the API
 does) chats while the daily campaign runs. A send into it is O(1) (read diffusion: nothing
 written per member), so its latency is the same as into a group of ten; the summary shows the
@@ -60,10 +65,12 @@ from messaging.models import Account, Block, Follow  # noqa: E402
 from unread.selectors import unread_summary  # noqa: E402
 
 SHOP = 500
+BAKERY = 501  # a second sender on the shared daily channel
 FOLLOWERS = range(1_000_001, 1_100_001)  # 100,000 followers
 BLOCKED = FOLLOWERS[::250]  # 400 of them blocked the shop
 EARLIER = FOLLOWERS[1::20]  # 5,000 already reached today by an earlier campaign (cap 1/day)
 VIP = range(2_000_001, 2_001_001)  # 1,000 customers for the priority campaign
+BAKERY_FOLLOWERS = FOLLOWERS[60_000:63_000]  # 3,000 of them also follow the bakery
 FANS = FOLLOWERS[:50_000]  # the shop's fan group
 CHATTY = FANS[10:60]  # the fans who post in it, in turn
 MEMBER = FOLLOWERS[3]  # the member whose unread the summary shows (@mentioned now and then)
@@ -85,6 +92,7 @@ def fresh_state() -> None:
 
 def seed() -> None:
     Account.objects.create(uid=SHOP, kind="business", name="Acme Shop")
+    Account.objects.create(uid=BAKERY, kind="business", name="Corner Bakery")
     SenderPolicy.objects.create(sender_uid=SHOP, per_receiver_limit=1, priority_allowed=True)
     ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=1000)
     ChannelSetting.objects.create(channel="priority", rate_per_s=30000, batch_size=500)
@@ -92,6 +100,8 @@ def seed() -> None:
     rows = [Follow(follower_uid=u, followee_uid=SHOP, followed_at=now) for u in FOLLOWERS]
     Follow.objects.bulk_create(rows, batch_size=5000)
     Block.objects.bulk_create([Block(owner_uid=u, blocked_uid=SHOP) for u in BLOCKED])
+    rows = [Follow(follower_uid=u, followee_uid=BAKERY, followed_at=now) for u in BAKERY_FOLLOWERS]
+    Follow.objects.bulk_create(rows, batch_size=5000)
 
 
 def upload_lines(uids: range) -> list[str]:
@@ -99,15 +109,36 @@ def upload_lines(uids: range) -> list[str]:
     return [*map(str, uids), "not-a-uid", "-5", "1e6", *map(str, uids[:7])]
 
 
-def send(text: str, channel: str, lines: list[str] | None = None) -> Campaign:
+def send(text: str, channel: str, lines: list[str] | None = None, sender: int = SHOP) -> Campaign:
     stored = None
     if lines is not None:
-        stored = audiences.audience_from_lines(lines=lines, sender_uid=SHOP)
+        stored = audiences.audience_from_lines(lines=lines, sender_uid=sender)
     choice = services.AudienceChoice("uids" if stored else "followers", {}, stored)
     campaign, _ = services.campaign_create(
-        sender_uid=SHOP, content={"type": "text", "text": text}, audience=choice, channel=channel
+        sender_uid=sender, content={"type": "text", "text": text}, audience=choice, channel=channel
     )
     return campaign
+
+
+@dataclass
+class Fairness:
+    """The shop's progress when the bakery's campaign started and when it finished."""
+
+    shop_at_start: int = 0
+    shop_at_end: int | None = None
+    started: float = 0.0
+    ended: float = 0.0
+
+    def show(self, bakery: Campaign) -> None:
+        if self.shop_at_end is None:
+            return
+        both_s = max(self.ended - self.started, 1e-3)
+        shop = self.shop_at_end - self.shop_at_start
+        console.print(
+            f"fair share of daily: the bakery's {bakery.processed:,} recipients, launched while "
+            f"the shop's 100,000 ran, were done in {both_s:.1f} s; the shop's campaign did "
+            f"{shop:,} meanwhile ({bakery.processed / both_s:,.0f}/s vs {shop / both_s:,.0f}/s)"
+        )
 
 
 WORKERS: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -371,9 +402,18 @@ def main() -> None:
         daily = send("Spring sale: 20% off everything 🌸", "daily")
         chat.start()  # the fans chat while the daily campaign runs
         campaigns = {"daily: all 100,000 followers": daily}
+        fair = Fairness()
 
         def on_tick(states: dict[str, Campaign]) -> None:
             daily_now = states["daily: all 100,000 followers"]
+            bakery_now = states.get("daily: bakery, 3,000 followers")
+            if bakery_now is None and daily_now.processed >= 10_000:
+                fair.shop_at_start, fair.started = daily_now.processed, time.monotonic()
+                campaigns["daily: bakery, 3,000 followers"] = send(
+                    "Fresh croissants until noon 🥐", "daily", sender=BAKERY
+                )
+            elif bakery_now is not None and fair.shop_at_end is None and bakery_now.status in DONE:
+                fair.shop_at_end, fair.ended = daily_now.processed, time.monotonic()
             if len(campaigns) == 1 and daily_now.processed >= 20_000:
                 campaigns["priority: 1,000 VIP customers"] = send(
                     "Your order has shipped 📦", "priority", upload_lines(VIP)
@@ -385,8 +425,11 @@ def main() -> None:
         chat.finish()
         short = {"earlier": earlier, "daily": daily}
         short.update(("priority", c) for n, c in campaigns.items() if n.startswith("priority"))
+        bakery = campaigns["daily: bakery, 3,000 followers"]
+        short["bakery (daily)"] = bakery
         summary(short)
         _who_finished_first(campaigns)
+        fair.show(bakery)
         show_recipient(FOLLOWERS[3])
         group_summary(chat, _seconds(daily))
         console.print(f"\ndemo finished in {time.monotonic() - started:.1f}s")

@@ -193,7 +193,7 @@ def test_every_batch_message_delivered_twice_changes_nothing(workers, uids) -> N
     campaign = launch(scenario)
     while fanout.campaign_plan_step(campaign.pk):
         pass  # planned here, so the duplicates below race the originals in the queue
-    ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True))
+    ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", "index"))
     services.enqueue_batches("daily", ids)  # a second copy of every batch message
     workers.start(queues="bulk.daily", concurrency=2)
     wait_for(lambda: _finished(campaign.pk), timeout=180)
