@@ -46,6 +46,14 @@ from redis.connection import SSLConnection, parse_url
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 Command = Sequence[str | bytes | int]
+
+
+class Packed(bytes):
+    """A command already in Redis's wire format (``hiredis.pack_command``), sent as it is: a
+    caller that sends the same long command again and again packs it once (single node only:
+    a ``ClusterMux`` routes by the command's key, which it does not read out of these bytes)."""
+
+
 CONNECT_TIMEOUT_S = 1.0
 
 
@@ -98,8 +106,7 @@ class _Connection(asyncio.Protocol):
             raise RedisUnavailable("connection lost")
         future = asyncio.get_running_loop().create_future()
         self.waiters.append(_Waiter(future, len(commands), now))
-        # hiredis's stub types the argument as a 1-tuple; any command tuple is accepted
-        packed = (hiredis.pack_command(tuple(c)) for c in commands)  # type: ignore[arg-type]
+        packed = (c if isinstance(c, Packed) else _pack(c) for c in commands)
         if not self.outbox:  # the first this loop iteration: one write sends everyone's
             asyncio.get_running_loop().call_soon(self.flush)
         self.outbox.extend(packed)
@@ -119,6 +126,11 @@ class _Connection(asyncio.Protocol):
                 waiter.future.set_exception(RedisUnavailable(why))
         if self.transport is not None:
             self.transport.abort()
+
+
+def _pack(command: Command) -> bytes:
+    # hiredis's stub types the argument as a 1-tuple; any command tuple is accepted
+    return hiredis.pack_command(tuple(command))  # type: ignore[arg-type]
 
 
 class MuxRedis:

@@ -22,6 +22,8 @@ gmember:{u:<uid>}   hash, the user's positions in their current groups: field ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 BUILT_FIELD = b"_"
 EMPTY_TTL_S = 24 * 3600
 
@@ -40,6 +42,14 @@ def summary(gid: int) -> str:
 def summary_raw(gid: bytes) -> bytes:
     """``summary`` from a gid as Redis returned it (the unread fast path's raw read)."""
     return b"gsum:{g:" + gid + b"}"
+
+
+def summaries_raw(gids: Sequence[bytes]) -> list[bytes]:
+    """``summary_raw`` of each gid, built by two C-level calls instead of one concatenation per
+    gid (gids are digits: they never contain the NUL used to split)."""
+    if not gids:
+        return []
+    return (b"gsum:{g:" + b"}\0gsum:{g:".join(gids) + b"}").split(b"\0")
 
 
 def recalled(gid: int) -> str:

@@ -31,11 +31,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import repeat
+from operator import sub
 from typing import Any
 
+import hiredis
 from redis.crc import key_slot
 
 from config.redis import clustered, get_redis
+from config.redis_mux import Packed
 from messaging.events import publish_group_into
 from messaging.groups import keys, lua
 
@@ -212,12 +216,17 @@ def fast_totals(
 @dataclass(frozen=True)
 class RawPlan:
     """A member's positions as Redis returned them (gids and values, aligned) and the MGETs of
-    their groups' summaries; ``order``: the gids of the concatenated MGET replies."""
+    their groups' summaries (on a single Redis one MGET, packed once per set of groups: see
+    ``_packed_mget``); ``order``: the gids of the concatenated MGET replies."""
 
     gids: list[bytes]
     values: list[bytes]
-    commands: list[Command]
+    commands: list[Command | Packed]
     order: list[bytes]
+
+
+PACKED_KEPT = 1024  # members' MGETs kept packed per process (a 500-group one is ~10 KB)
+PACK_FROM = 64  # groups: below that, building and packing the MGET costs less than the lookup
 
 
 def raw_plan(reply: Sequence[bytes]) -> RawPlan:
@@ -227,25 +236,76 @@ def raw_plan(reply: Sequence[bytes]) -> RawPlan:
     if keys.BUILT_FIELD in gids:
         at = gids.index(keys.BUILT_FIELD)
         del gids[at], values[at]
-    names = [keys.summary_raw(gid) for gid in gids]
+    if not gids:
+        return RawPlan(gids, values, [], gids)
     if not clustered():
-        return RawPlan(gids, values, [["MGET", *names]] if names else [], gids)
+        if len(gids) >= PACK_FROM:
+            return RawPlan(gids, values, [_packed_mget(b",".join(gids))], gids)
+        return RawPlan(gids, values, [["MGET", *keys.summaries_raw(gids)]], gids)
+    names = keys.summaries_raw(gids)
     by_slot: dict[int, list[int]] = {}
     for i, name in enumerate(names):
         by_slot.setdefault(key_slot(name), []).append(i)
-    commands: list[Command] = [["MGET", *(names[i] for i in s)] for s in by_slot.values()]
+    commands: list[Command | Packed] = [["MGET", *(names[i] for i in s)] for s in by_slot.values()]
     return RawPlan(gids, values, commands, [gids[i] for s in by_slot.values() for i in s])
+
+
+@lru_cache(maxsize=PACKED_KEPT)
+def _packed_mget(joined_gids: bytes) -> Packed:
+    """The MGET of the summaries of the comma-joined gids, packed: a member's groups rarely
+    change between two reads, and building 500 key names and packing them cost ~65 µs."""
+    names = keys.summaries_raw(joined_gids.split(b","))
+    return Packed(hiredis.pack_command(("MGET", *names)))  # type: ignore[arg-type]
+
+
+# The common tally on the raw bytes, every group at once: positions ``<read>||`` (nothing
+# mentioned or hidden) and summaries ``<max>||<cut>|<sort key>`` (nothing recalled). Checked and
+# split by C-level bytes calls, the numbers read by one ``json.loads`` each, the reads kept per
+# distinct positions reply; no Python-level loop per group. Measured for 500 groups: 133 µs per
+# request in the per-group loop (``raw_totals``), ~40 µs here.
+SUMMARY_FIELDS = 4
+
+
+def common_unread(values: Sequence[bytes], summaries: Sequence[bytes | None]) -> int | None:
+    """Unread over groups whose positions and summaries are all the common case; None when any
+    is not (or a summary is missing): the caller then counts group by group."""
+    if not values:
+        return 0
+    if None in summaries:
+        return None
+    reads = _common_reads(b"\n".join(values) + b"\n", len(values))
+    if reads is None:
+        return None
+    fields = b"|".join(summaries).split(b"|")  # type: ignore[arg-type]
+    if len(fields) != SUMMARY_FIELDS * len(values) or any(fields[1::SUMMARY_FIELDS]):
+        return None  # a summary of another shape, or with recalls
+    maxes: list[int] = json.loads(b"[" + b",".join(fields[::SUMMARY_FIELDS]) + b"]")
+    if min(map(sub, maxes, reads)) >= 0:  # the usual case: nobody read past a summary
+        return sum(maxes) - sum(reads)
+    return sum(map(max, map(sub, maxes, reads), repeat(0)))
+
+
+@lru_cache(maxsize=PACKED_KEPT)
+def _common_reads(joined: bytes, count: int) -> list[int] | None:
+    """The read seqs of ``count`` newline-ended positions, or None unless all are ``<read>||``."""
+    if joined.count(b"||\n") != count:
+        return None
+    reads: list[int] = json.loads(b"[" + joined.replace(b"||\n", b",")[:-1] + b"]")
+    return reads
 
 
 def raw_totals(plan: RawPlan, replies: Sequence[Sequence[bytes | None]]) -> tuple[int, int] | None:
     """(unread, mentions) over the member's groups, as ``fast_totals`` counts them; None when a
-    summary is missing or lacks recalls the member needs (the view answers). The common case
-    (no mention, nothing hidden, no recall: position ``<read>||``, summary ``<max>||...``) is
-    one subtraction on the bytes; anything else goes through ``summary_tally``."""
+    summary is missing or lacks recalls the member needs (the view answers). All groups in the
+    common case (``common_unread``): no mentions, and unread in one pass; otherwise group by
+    group, the common ones by one subtraction, the rest through ``summary_tally``."""
     flat = [value for reply in replies for value in reply]
     if plan.order is not plan.gids:  # a cluster: the MGETs went per slot
         by_gid = dict(zip(plan.order, flat, strict=True))
         flat = [by_gid[gid] for gid in plan.gids]
+    common = common_unread(plan.values, flat)
+    if common is not None:
+        return common, 0
     unread = mentions = 0
     for position, summary in zip(plan.values, flat, strict=True):
         if summary is None:

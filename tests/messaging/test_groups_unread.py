@@ -14,7 +14,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
 from config.redis import get_redis
-from messaging.groups import keys
+from messaging.groups import keys, state
 from tests.api.factories import ClientApi, inbox_api
 from tests.messaging.groups_helpers import GroupsApi, backend, users_api
 from tests.unread.test_fastpath import Stack, bearer, keep_the_test_transaction, unread_path
@@ -185,6 +185,43 @@ def test_the_fast_path_answers_exactly_as_the_view_for_a_group_member(
     hidden = stack.fast(path, auth)
     assert hidden == stack.django_get(path, auth)
     assert hidden.json["by_category"]["group"] == 9 - 1 - 1
+
+
+def test_the_fast_path_counts_a_member_of_many_plain_groups_as_the_view_does(
+    stack: Stack, api: GroupsApi, bff: ClientApi, uids: Uids
+) -> None:
+    """Enough groups for the packed MGET (``state.PACK_FROM``), none with a mention, a hidden
+    message or a recall: the fast path's one-pass count (``state.common_unread``), kept right
+    as a read moves a position and a send moves a summary."""
+    owner, me = uids(2)
+    gids = [api.created(owner, [me]) for _ in range(state.PACK_FROM + 6)]
+    for n, gid in enumerate(gids[:10]):
+        for i in range(n % 3 + 1):
+            api.sent(gid, owner, f"m{i}")
+    asgi_ready()
+    path, auth = unread_path(me), bearer(bff.token)
+    stack.get(path, auth)  # Django answers first and caches the principal
+    first = stack.fast(path, auth)
+    assert first == stack.django_get(path, auth)
+    assert first.json["by_category"]["group"] == sum(n % 3 + 1 for n in range(10))
+    assert first.json["mentions"] == 0
+    api.read(me, gids[2])
+    api.sent(gids[40], owner, "new")
+    asgi_ready()
+    moved = stack.fast(path, auth)
+    assert moved == stack.django_get(path, auth)
+    assert moved.json["by_category"]["group"] == first.json["by_category"]["group"] - 3 + 1
+
+
+def test_the_one_pass_count_hands_anything_but_the_plain_case_back() -> None:
+    plain = [b"4||0|9", b"7||1|9"]
+    assert state.common_unread([b"1||", b"2||"], plain) == 3 + 5
+    assert state.common_unread([b"6||", b"2||"], plain) == 0 + 5  # read past it: never negative
+    assert state.common_unread([b"1||", b"2||"], [b"4|3|0|9", b"7||1|9"]) is None  # a recall
+    assert state.common_unread([b"1|3|", b"2||"], plain) is None  # a mention
+    assert state.common_unread([b"1||3", b"2||"], plain) is None  # a hidden message
+    assert state.common_unread([b"1||", b"2||"], [b"4||0|9", None]) is None  # no summary
+    assert state.common_unread([b"1||", b"2||"], [b"4||0", b"7||1|9"]) is None  # an old shape
 
 
 def test_a_missing_head_sends_the_fast_path_to_django_which_rebuilds_it(
