@@ -145,7 +145,11 @@ class MuxRedis:
         self._dialing: asyncio.Task[None] | None = None  # held: the loop keeps only weak refs
         self._watchdog: asyncio.TimerHandle | None = None
 
-    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+    async def pipeline(
+        self, commands: Sequence[Command], slots: Sequence[int] | None = None
+    ) -> list[Any]:
+        """``slots``: the commands' hash slots when the caller knows them (a ``ClusterMux``
+        routes by them instead of hashing every key; one node ignores them)."""
         future = self.submit(commands)
         if future is None:
             await self._connect(asyncio.get_running_loop())
@@ -250,15 +254,15 @@ REDIRECTS = ("MOVED", "ASK")
 
 
 class _Batch:
-    """One node's commands of one event-loop turn, sent as one pipeline; every caller of the
-    turn awaits the same future. A GET of a key already in the batch is not sent twice."""
+    """One node's commands of one event-loop turn, sent as one pipeline; ``replies`` once it
+    answered. A GET of a key already in the batch is not sent twice."""
 
-    __slots__ = ("commands", "future", "gets")
+    __slots__ = ("commands", "gets", "replies")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self) -> None:
         self.commands: list[Command] = []
         self.gets: dict[Any, int] = {}
-        self.future: asyncio.Future[list[Any]] = loop.create_future()
+        self.replies: list[Any] = []
 
     def add(self, command: Command) -> int:
         if command[0] == "GET":
@@ -268,6 +272,25 @@ class _Batch:
             self.gets[command[1]] = len(self.commands)
         self.commands.append(command)
         return len(self.commands) - 1
+
+
+class _Turn:
+    """Every node's batch of one event-loop turn and ONE future for all of them: a caller
+    suspends once, not once per node its commands went to (measured in process: ~1 µs of CPU
+    a request less than a future per node)."""
+
+    __slots__ = ("batches", "future", "pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.batches: dict[Node, _Batch] = {}
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.pending = 0
+
+    def batch(self, node: Node) -> _Batch:
+        batch = self.batches.get(node)
+        if batch is None:
+            batch = self.batches[node] = _Batch()
+        return batch
 
 
 class ClusterMux(MuxRedis):
@@ -288,45 +311,44 @@ class ClusterMux(MuxRedis):
         self.owner: list[Node] = []  # slot -> node; empty: read the map before the next call
         self._reading: asyncio.Future[None] | None = None
         self._map_loop: asyncio.AbstractEventLoop | None = None
-        self._batches: dict[Node, _Batch] = {}
-        self._batch_loop: asyncio.AbstractEventLoop | None = None
+        self._turn: _Turn | None = None
+        self._turn_loop: asyncio.AbstractEventLoop | None = None
 
-    async def pipeline(self, commands: Sequence[Command]) -> list[Any]:
+    async def pipeline(
+        self, commands: Sequence[Command], slots: Sequence[int] | None = None
+    ) -> list[Any]:
         owner = self.owner or await self._read_map()
         loop = asyncio.get_running_loop()
-        if self._batch_loop is not loop:
-            self._batches, self._batch_loop = {}, loop
-        if not self._batches:
+        turn = self._turn
+        if turn is None or self._turn_loop is not loop:
+            turn = self._turn = _Turn(loop)
+            self._turn_loop = loop
             loop.call_soon(self._flush)
         picks: list[tuple[_Batch, int]] = []
-        for command in commands:
-            key = command[1]
-            node = owner[key_slot(key if isinstance(key, bytes) else str(key).encode())]
-            batch = self._batches.get(node)
-            if batch is None:
-                batch = self._batches[node] = _Batch(loop)
+        for i, command in enumerate(commands):
+            batch = turn.batch(owner[slots[i] if slots is not None else command_slot(command)])
             picks.append((batch, batch.add(command)))
-        answers: dict[int, list[Any]] = {}
         try:
-            for batch, _ in picks:
-                if id(batch) not in answers:
-                    answers[id(batch)] = await batch.future
+            await turn.future
         except RedisUnavailable:
             self.owner = []  # a node died: a replica may own its slots now
             raise
-        replies = [answers[id(batch)][i] for batch, i in picks]
+        replies = [batch.replies[i] for batch, i in picks]
         if any(isinstance(r, hiredis.ReplyError) and str(r).startswith(REDIRECTS) for r in replies):
             self.owner = []
         return replies
 
     def _flush(self) -> None:
-        batches, self._batches = self._batches, {}
-        for node, batch in batches.items():
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        turn.pending = len(turn.batches)
+        for node, batch in turn.batches.items():
             mux = self._node(node)
             sent = mux.submit(batch.commands)
             if sent is None:  # not connected yet: this one waits for the connection
                 sent = asyncio.ensure_future(mux.pipeline(batch.commands))
-            sent.add_done_callback(partial(_settle, batch.future))
+            sent.add_done_callback(partial(_settle, turn, batch))
 
     async def aclose(self) -> None:
         for node in self.nodes.values():
@@ -376,9 +398,17 @@ class ClusterMux(MuxRedis):
         raise RedisUnavailable(f"no cluster node answers: {last}")
 
 
-def _settle(target: asyncio.Future[list[Any]], source: asyncio.Future[list[Any]]) -> None:
-    """Hand a node's answer to every caller of the turn (a failure, retrieved: a caller that
-    went away does not leave an unretrieved exception behind)."""
+def command_slot(command: Command) -> int:
+    """The hash slot of a command whose key is its second word."""
+    key = command[1]
+    return key_slot(key if isinstance(key, bytes) else str(key).encode())
+
+
+def _settle(turn: _Turn, batch: _Batch, source: asyncio.Future[list[Any]]) -> None:
+    """A node answered its batch: keep its replies, and wake the turn's callers once every node
+    did; a failure fails the turn (retrieved: a caller that went away does not leave an
+    unretrieved exception behind)."""
+    target = turn.future
     if target.done():
         return
     if source.cancelled():
@@ -386,7 +416,10 @@ def _settle(target: asyncio.Future[list[Any]], source: asyncio.Future[list[Any]]
     elif (exc := source.exception()) is not None:
         target.set_exception(exc if isinstance(exc, RedisUnavailable) else RedisUnavailable(exc))
     else:
-        target.set_result(source.result())
+        batch.replies = source.result()
+        turn.pending -= 1
+        if not turn.pending:
+            target.set_result(None)
         return
     target.exception()
 

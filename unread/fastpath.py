@@ -52,12 +52,13 @@ from django.conf import settings
 from django.db import connections
 from django.http.request import split_domain_port, validate_host
 from django.urls import resolve, reverse
+from redis.crc import key_slot
 
 from api.auth import MAX_TOKEN_CHARS, cached_principal
 from api.clients import GENERATION_KEY
 from api.fields import ID_PATTERN, MAX_ID
 from api.models import Scope
-from config.redis_mux import MuxRedis, RedisUnavailable, mux_for
+from config.redis_mux import ClusterMux, MuxRedis, RedisUnavailable, command_slot, mux_for
 from messaging.convcache import prewarm
 from messaging.counters import keys
 from messaging.counters.store import CATEGORIES
@@ -143,6 +144,7 @@ class UnreadFastPath:
     def __init__(self, app: ASGIApp, *, redis: MuxRedis | None = None) -> None:
         self.app = app
         self.redis = redis or mux_for(settings.REDIS_URL, cluster=settings.REDIS_CLUSTER)
+        self.clustered = isinstance(self.redis, ClusterMux)
         self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
         self.headers_before, self.headers_after = response_headers()
         self._hosts: dict[bytes, bool] = {}
@@ -202,7 +204,8 @@ class UnreadFastPath:
         if uid is None or cached is None or Scope.INBOX not in cached[1].scopes:
             return None
         try:
-            replies = await self.redis.pipeline(commands(uid))
+            slots = command_slots(uid) if self.clustered else None
+            replies = await self.redis.pipeline(commands(uid), slots)
         except RedisUnavailable:
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
@@ -304,3 +307,18 @@ def commands(uid: int) -> list[list[str | bytes]]:
         ["GET", keys.verified(uid)],
         ["HGETALL", group_keys.member(uid)],
     ]
+
+
+USER_COMMANDS = (1, 2, 5, 6)  # the commands of ``commands`` on the user's {u:<uid>} slot
+GLOBAL_SLOTS = [command_slot(c) for c in commands(0)]  # the user's are replaced
+
+
+def command_slots(uid: int) -> list[int]:
+    """The hash slots of ``commands(uid)`` for a cluster's router: the user's tag hashed once,
+    the global keys' slots computed at import (the router would hash each of the seven keys:
+    measured ~6 µs of a request's ~19 µs of CPU in process)."""
+    slots = GLOBAL_SLOTS.copy()
+    user = key_slot(f"{{u:{uid}}}".encode())
+    for i in USER_COMMANDS:
+        slots[i] = user
+    return slots
