@@ -208,6 +208,8 @@ CELERY_BEAT_SCHEDULE = {
     "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
     # Group sends likewise (HBase timeline entry and Redis head written after the commit).
     "messaging-groups-complete": {"task": "messaging.groups_complete", "schedule": 30.0},
+    # The HBase index bulk pushes read, completed once per Redis run (after a restart/failover).
+    "convcache-index": {"task": "messaging.convcache_index", "schedule": 10.0},
     # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
     "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
 }
@@ -225,9 +227,90 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "api.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+# The API docs' introduction (/api/docs/, /api/schema/), markdown; API.md is the long form.
+API_DESCRIPTION = """
+Messaging for a consumer app and its businesses: 1:1 messages and conversations, groups,
+announcements to every user, and bulk campaigns. JSON over HTTP under `/api/v1/`.
+
+## Authentication
+Every request carries `Authorization: Bearer <token>`. A token belongs to an **API client**;
+operators issue one with `manage.py apiclient_create NAME --scopes send,inbox [--senders UID ...]`
+(or in the admin), which prints it **once**: only its hash is stored. `manage.py
+apiclient_rotate NAME` replaces it, `manage.py apiclient_revoke NAME` cuts the client off. A
+missing, unknown or revoked token answers 401.
+
+## Scopes
+A client holds one or more scopes; an operation outside them answers 403.
+- `send`: send 1:1 messages as the client's listed senders.
+- `campaigns`: create, read and control campaigns of its senders; upload audiences.
+- `inbox`: the consumer front end's backend: read and act on any user's conversations, groups
+  and unread counts.
+- `announce`: publish announcements to every user.
+- `users`: act for any user: 1:1 messages as any user, create and run groups.
+
+A client never sees what another client's senders own: such ids answer 404, like ids that do
+not exist.
+
+## Ids
+Uids, msgkeys, gids and campaign ids are 64-bit integers and travel as **decimal strings** in
+responses (JavaScript numbers cannot hold them); requests accept a string or a number.
+
+## Errors
+Every error has one shape: `{"error": "<code>", "detail": "<sentence>", "fields": {...}}`
+(`fields`, when present, names each bad input). Codes: `invalid` / `malformed_json` (400),
+`unauthorized` (401), `forbidden` / `blocked` (403), `not_found` (404), `conflict` (409),
+`length_required` (411), `too_large` (413), `unsupported_media_type` (415), `rate_limited`
+(429), `unavailable` (503). Bad input is never a 500. Each operation lists only the statuses it
+can answer.
+
+## Retries
+`429` (over the client's write rate, or a quota) and `503` (a store briefly unavailable) carry
+`Retry-After` in seconds: the same request, retried after it, is safe. Creates are idempotent:
+a 1:1 or group send with the same `(sender_uid, client_msg_id)`, and a campaign or group create
+with the same `Idempotency-Key` header, return the original (200) instead of a second copy; the
+same key with a different body answers 409.
+
+## Paging
+Lists are newest first and keyset-paged: pass the `next_cursor` of one page as `cursor` (or
+`before` / `before_seq` where named) to get the next; `null` means the end. `limit` is at most
+100.
+"""
 SPECTACULAR_SETTINGS = {
     "TITLE": "Missive API",
     "VERSION": "1",
+    "DESCRIPTION": API_DESCRIPTION,
+    # Operations are grouped by these tags, in this order (API.md's sections).
+    "TAGS": [
+        {
+            "name": "Messages (1:1)",
+            "description": "Send and recall; history. Scope `send` or "
+            "`users` to send, `inbox` to read and delete.",
+        },
+        {
+            "name": "Conversations",
+            "description": "A user's conversation list, read positions, "
+            "deletes and blocks. Scope `inbox`.",
+        },
+        {
+            "name": "Groups",
+            "description": "Groups (read diffusion). Scope `users`; reads and "
+            "per-member actions also with `inbox`.",
+        },
+        {"name": "Unread", "description": "A user's unread counts. Scope `inbox`."},
+        {
+            "name": "Announcements",
+            "description": "To every user at O(1) cost. Publish with "
+            "`announce`; list and mark read with `inbox`.",
+        },
+        {
+            "name": "Campaigns",
+            "description": "Bulk (bToC) campaigns of the client's senders. Scope `campaigns`.",
+        },
+        {
+            "name": "Audiences",
+            "description": "Uploaded recipient lists for campaigns. Scope `campaigns`.",
+        },
+    ],
     # Swagger UI's files come from the drf-spectacular-sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -7,7 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from messaging import services
-from messaging.convcache import prewarm
+from messaging.convcache import build, prewarm
 from messaging.counters import epoch
 from messaging.groups import services as groups
 
@@ -47,6 +47,13 @@ def counters_check() -> bool:
 def convcache_prewarm(owner_uid: int) -> bool:
     """Build the owner's first CONVCACHE_SIZE conversations into HBase and Redis (idempotent)."""
     return prewarm.prewarm_owner(owner_uid)
+
+
+@shared_task(name="messaging.convcache_index", acks_late=True)
+def convcache_index() -> int:
+    """Every 10 s: once per Redis run, complete the HBase index bulk pushes read (a scan of
+    HBase's meta cells after a restart or failover; nothing to do otherwise)."""
+    return build.index_rebuild()
 
 
 @shared_task(name="messaging.convcache_big_ups", acks_late=True)

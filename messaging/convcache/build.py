@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from django.db import connection
 
-from config.redis import get_redis
+from config.redis import get_redis, run_id
 from messaging import msgkey as clock
 from messaging.convcache import hbase_tier, keys, mysql_tier, redis_tier
 from messaging.convcache.codec import Fill
@@ -39,7 +39,7 @@ def rebuild(owner: int, *, redis_too: bool = False, redis_generation: str = "") 
     state, redis_gen = ("begun", redis_generation) if redis_generation else ("ready", "")
     if redis_too and not redis_generation:
         state, redis_gen = redis_tier.begin(owner)
-    hbase_gen = _quietly(lambda: hbase_tier.begin(owner)) if hbase_tier.enabled() else None
+    hbase_gen = _quietly(lambda: _begin_hbase(owner)) if hbase_tier.enabled() else None
     fill = mysql_tier.fill(owner)
     ready = not hbase_tier.enabled()
     if hbase_gen is not None:
@@ -49,6 +49,25 @@ def rebuild(owner: int, *, redis_too: bool = False, redis_generation: str = "") 
     if state != "ready":
         redis_tier.finish(owner, redis_gen, fill)  # Redis is filled even when HBase is down
     return ready
+
+
+def _begin_hbase(owner: int) -> int | None:
+    """Flag the owner in the HBase index, then begin its new HBase generation (writer.py says
+    why in this order; no flag, no generation)."""
+    redis_tier.index_hbase(owner)
+    return hbase_tier.begin(owner)
+
+
+def index_rebuild() -> int:
+    """Make the HBase index complete for the current Redis run: read the run, flag every owner
+    with an HBase row, then mark the index trusted for that run (a restart or failover during the
+    scan leaves it untrusted: the next call starts again). Returns the owners flagged, -1 when
+    the index was already trusted in this run."""
+    run = run_id()
+    if get_redis().get(keys.HBASE_INDEX_TRUSTED) in (run, run.encode()):
+        return -1
+    owners = hbase_tier.owners_with_rows() if hbase_tier.enabled() else []
+    return redis_tier.index_rebuild(owners, run)
 
 
 def _quietly(fn: Callable[[], T]) -> T | None:

@@ -55,6 +55,7 @@ from messaging.inbox.hbase import owner_prefix
 
 TABLE = "convlist"
 META = b"c:m"
+META_ROW_BYTES = 9
 FAMILY = b"c:"
 DROP_GENERATIONS = 4  # older generation rows deleted by a finished build
 FILL_TS = clock.EPOCH_MS
@@ -133,6 +134,18 @@ def put_many(items: Sequence[tuple[int, int, Summary]]) -> None:
                     batch.put(entries_row(owner, gen), {qualifier(s.peer): codec.encode(s)})
 
     hbase.call(write)
+
+
+def owners_with_rows() -> list[int]:
+    """Every owner with a meta row: a scan of the meta cells (the HBase index's rebuild, once per
+    Redis run; a meta row is the 9-byte ``salt | owner``, an entries row is longer)."""
+
+    def scan(conn: happybase.Connection) -> list[int]:
+        rows = _table(conn).scan(columns=[META], batch_size=1000)
+        return [int.from_bytes(key[1:], "big") for key, _ in rows if len(key) == META_ROW_BYTES]
+
+    found: list[int] = hbase.call(scan)
+    return found
 
 
 # -- reads -----------------------------------------------------------------------------------

@@ -16,6 +16,11 @@ cl:z:{u:<uid>}     zset, every score 0: members ``<sort_key:016x><peer:016x>`` o
 cl:t:{u:<uid>}     zset: tombstoned peers (16 hex) → mtime, oldest trimmed first.
 cl:hbd:{u:<uid>}   string: ms of an HBase convlist write that failed; the HBase row is not
                    trusted until a rebuild started after that moment clears it.
+cl:hbi:{u:<uid>}   string ``1``: the owner may have an HBase row. Set before any HBase generation
+                   of theirs begins (build.py), never removed: the index of who has one.
+cl:hbi:trusted     string: the Redis run (``config.redis.run_id``) in which the index is complete
+                   (``redis_tier.index_rebuild`` scanned HBase after that run began). Any other
+                   value: bulk pushes read every owner's HBase meta, as without an index.
 cl:burst:{u:<uid>} set: distinct peers that opened a conversation with an uncached owner in the
                    current one-minute window (capped at the threshold + 1 members).
 cl:pw:{u:<uid>}    string: a prewarm was triggered; lives PREWARM_WINDOW_S (once per window).
@@ -51,6 +56,13 @@ def cache_keys(uid: int) -> list[str]:
 
 def hbase_dirty(uid: int) -> str:
     return f"cl:hbd:{{u:{uid}}}"
+
+
+def hbase_indexed(uid: int) -> str:
+    return f"cl:hbi:{{u:{uid}}}"
+
+
+HBASE_INDEX_TRUSTED = "cl:hbi:trusted"
 
 
 def burst(uid: int) -> str:

@@ -19,6 +19,10 @@ always correct.
 Redis Cluster: every script but ``generations`` takes one owner's keys (one slot); ``generations``
 reads many owners and is called once per slot (``config.redis.by_slot``; once in all on a single
 Redis), all calls in one pipeline that reaches every node at once.
+
+The HBase index (``cl:hbi:{u:<uid>}``, writer.py): which owners may have an HBase row, so a bulk
+push reads HBase metas only for those; trusted only in the Redis run it was completed in
+(``index_rebuild``, called by the beat task ``messaging.convcache_index``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 
 from django.conf import settings
 
-from config.redis import by_slot, get_redis
+from config.redis import by_slot, clustered, get_redis, run_id
 from messaging import msgkey as clock
 from messaging.convcache import codec, keys, lua
 from messaging.convcache.codec import Fill, Summary
@@ -97,7 +101,7 @@ def probe_many(
     (bursts are counted by a script per pair; without them one script reads every owner: a
     1,000-owner bulk batch went from 7.4 to about 1 ms of client CPU, profiled)."""
     if not track_bursts:  # a bulk batch: one script call reads every owner's generation
-        return _generations(list(dict.fromkeys(o for o, _ in pairs))), []
+        return probe_bulk(list(dict.fromkeys(o for o, _ in pairs))).generations, []
     pipe = get_redis().pipeline(transaction=False)
     threshold, window = settings.BURST_NEW_CONVERSATIONS, settings.PREWARM_WINDOW_S
     for owner, peer in pairs:
@@ -113,20 +117,61 @@ def probe_many(
     return generations, triggered
 
 
-def _generations(owners: list[int]) -> dict[int, str | None]:
-    """One ``generations`` call per slot (on one Redis: one call), all in one pipeline."""
-    groups = list(by_slot(owners, keys.entries).values())
-    if len(groups) == 1:  # one Redis: no pipeline (redis-py's adds a SCRIPT EXISTS round trip)
-        return _decoded(owners, lua.call("generations", [keys.entries(o) for o in owners], []))
+@dataclass(frozen=True)
+class BulkProbe:
+    """What a bulk push reads from Redis for its owners: their cache generations, and which of
+    them have an HBase row (``hbase``; None when the index is not trusted in this Redis run)."""
+
+    generations: dict[int, str | None]
+    hbase: set[int] | None
+
+
+def probe_bulk(owners: list[int]) -> BulkProbe:
+    """Every owner's generation and HBase flag, and the index's trust marker: one script call
+    on one Redis, one per slot on a cluster (all in one pipeline with a GET of the marker);
+    then the Redis run, read after them (a restart or failover in between makes the index
+    untrusted for this push, never the reverse)."""
+    if not clustered():
+        script_keys = [keys.HBASE_INDEX_TRUSTED, *(k for o in owners for k in _probe_keys(o))]
+        marker, *found = lua.call("generations", script_keys, ["1"])
+        ordered = owners
+    else:
+        groups = list(by_slot(owners, keys.entries).values())
+        pipe = get_redis().pipeline(transaction=False)
+        pipe.get(keys.HBASE_INDEX_TRUSTED)
+        for group in groups:
+            lua.call("generations", [k for o in group for k in _probe_keys(o)], ["0"], client=pipe)
+        marker, *replies = pipe.execute()
+        found = [v for reply in replies for v in reply]
+        ordered = [o for group in groups for o in group]
+    generations = {o: g.decode() if g else None for o, g in zip(ordered, found[::2], strict=True)}
+    indexed = {o for o, flag in zip(ordered, found[1::2], strict=True) if flag}
+    trusted = marker is not None and marker.decode() == run_id()
+    return BulkProbe(generations, indexed if trusted else None)
+
+
+def _probe_keys(owner: int) -> tuple[str, str]:
+    return keys.entries(owner), keys.hbase_indexed(owner)
+
+
+def index_hbase(owner: int) -> None:
+    """Flag the owner as having an HBase row; must precede the HBase generation it begins."""
+    get_redis().set(keys.hbase_indexed(owner), b"1")
+
+
+def index_rebuild(owners_with_rows: Iterable[int], run: str) -> int:
+    """Flag every owner of ``owners_with_rows`` (an HBase scan begun in Redis run ``run``), then
+    trust the index for that run; returns how many were flagged."""
+    flagged = 0
     pipe = get_redis().pipeline(transaction=False)
-    for group in groups:
-        lua.call("generations", [keys.entries(o) for o in group], [], client=pipe)
-    found = [g for replies in pipe.execute() for g in replies]
-    return _decoded([o for group in groups for o in group], found)
-
-
-def _decoded(owners: list[int], found: list[bytes | None]) -> dict[int, str | None]:
-    return {o: g.decode() if g else None for o, g in zip(owners, found, strict=True)}
+    for owner in owners_with_rows:
+        pipe.set(keys.hbase_indexed(owner), b"1")
+        flagged += 1
+        if flagged % 1000 == 0:
+            pipe.execute()
+    pipe.execute()
+    get_redis().set(keys.HBASE_INDEX_TRUSTED, run)
+    return flagged
 
 
 def apply_many(pushes: Mapping[int, tuple[str | None, Sequence[Summary]]]) -> dict[int, int]:

@@ -3,6 +3,7 @@
 One push (``refresh``) for a batch of (owner, peer) conversations:
 
   (a)  read the HBase meta cells of the owners (which rows exist, their generation): one multi-get;
+       a bulk batch reads only the owners the HBase index names (below);
   (a') read the owners' Redis generation (``probe``): one pipeline;
   (b)  read the conversations' current state from MySQL (one query), only for owners cached in
        some tier: a bulk batch to uncached owners stops after (a) and (a');
@@ -19,6 +20,17 @@ entries it has not seen (``apply.lua``), while a fill from HBase may have read H
 (c), so Redis drops the cache (or taints the fill in progress) rather than guess. HBase writes
 into a superseded generation land in cells nobody reads. Writing HBase before Redis is what lets a
 Redis fill from HBase see every push it could have missed.
+
+The HBase index (``cl:hbi:{u:<uid>}``): a build flags its owner in Redis before it begins an
+HBase generation (build.py), so a bulk push, whose Redis read starts after its commit, finds the
+flag of every owner with a generation begun before that commit, the only ones it must write (a
+generation begun after the commit reads MySQL after it). Redis can lose its last second of writes
+in a crash, or a failover can: the index is trusted only in the Redis run it was completed in
+(``redis_tier.probe_bulk`` compares its marker with ``config.redis.run_id``); otherwise the push
+reads every owner's meta, as before the index, until ``build.index_rebuild`` (the beat task
+``messaging.convcache_index``) has scanned HBase in the new run. Measured on a 1,000-recipient
+batch of owners without a list: the HBase multi-get it no longer makes was ~15 ms of the
+conversation-list stage's ~23 ms (BENCHMARKS.md, the batch profile).
 
 A push never fails the send: a failed HBase write marks the owners' rows dirty in Redis (not
 served until rebuilt); a failed Redis write is logged and the owners' Redis keys dropped if
@@ -81,23 +93,41 @@ def invalidate(owner: int) -> None:
 # -- steps -----------------------------------------------------------------------------------
 def _probe(batch: Sequence[Pair]) -> tuple[dict[int, Meta], dict[int, str | None]]:
     owners = list(dict.fromkeys(o for o, _ in batch))
-    metas: dict[int, Meta] = {}
-    if hbase_tier.enabled():
-        try:
-            metas = hbase_tier.metas(owners)
-        except Exception:
-            log.warning("convcache: HBase meta read failed; %d rows marked dirty", len(owners))
-            _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty(owners))
+    if len(batch) > BURST_MAX_PAIRS:
+        return _probe_bulk(owners)
+    metas = _hbase_metas(owners)
     try:
-        generations, bursts = redis_tier.probe_many(
-            batch, track_bursts=len(batch) <= BURST_MAX_PAIRS
-        )
+        generations, bursts = redis_tier.probe_many(batch, track_bursts=True)
     except RedisError:
         log.warning("convcache: Redis probe failed", exc_info=True)
         return metas, {}
     for owner in bursts:
         prewarm.trigger(owner, reason="burst", claimed=True)
     return metas, generations
+
+
+def _probe_bulk(owners: list[int]) -> tuple[dict[int, Meta], dict[int, str | None]]:
+    """A bulk batch: Redis first (generations, and who has an HBase row when the index is
+    trusted), then HBase metas of those owners only: none for a batch of owners who never had a
+    list built, instead of a multi-get of all of them."""
+    try:
+        probe = redis_tier.probe_bulk(owners)
+    except RedisError:
+        log.warning("convcache: Redis probe failed", exc_info=True)
+        return _hbase_metas(owners), {}
+    wanted = owners if probe.hbase is None else [o for o in owners if o in probe.hbase]
+    return _hbase_metas(wanted), probe.generations
+
+
+def _hbase_metas(owners: list[int]) -> dict[int, Meta]:
+    if not owners or not hbase_tier.enabled():
+        return {}
+    try:
+        return hbase_tier.metas(owners)
+    except Exception:
+        log.warning("convcache: HBase meta read failed; %d rows marked dirty", len(owners))
+        _quietly("Redis dirty mark", lambda: redis_tier.mark_hbase_dirty(owners))
+        return {}
 
 
 def _push_for(

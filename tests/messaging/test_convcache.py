@@ -26,7 +26,7 @@ from config import hbase, metrics
 from config.redis import get_redis
 from messaging import convlist, selectors, services
 from messaging import msgkey as keys
-from messaging.convcache import codec, hbase_tier, reader, redis_tier
+from messaging.convcache import build, codec, hbase_tier, reader, redis_tier
 from messaging.convcache.codec import Fill, Summary
 from messaging.convlist import Cursor
 from messaging.counters.store import unread_incr_many
@@ -234,6 +234,118 @@ def test_a_bulk_batch_to_uncached_owners_reads_no_conversations(
             marker="bulk-1",
         )
     assert previews(receivers[-1]) == [(sender, None)]  # no Message row: no preview
+
+
+# -- the HBase index: a bulk push reads HBase metas only for owners who have a row ----------------
+def bulk(sender: int, receivers: list[int], text: str) -> int:
+    msgkey = keys.next_msgkey()
+    Message.objects.create(
+        msgkey=msgkey,
+        sender_uid=sender,
+        type="text",
+        body={"type": "text", "text": text},
+        created_at=timezone.now(),
+    )
+    services.deliver_many(
+        sender_uid=sender,
+        receiver_uids=receivers,
+        msgkey=msgkey,
+        category="business",
+        marker=f"bulk-{msgkey}",
+    )
+    return msgkey
+
+
+def from_hbase(owner: int) -> list[tuple[int, str | None]]:
+    """The owner's list with Redis's copy dropped: answered by their HBase row."""
+    flush_redis_lists(owner)
+    hits = reads("hbase", "hit")
+    seen = previews(owner)
+    assert reads("hbase", "hit") == hits + 1, "not answered by HBase"
+    return seen
+
+
+@pytest.mark.django_db
+def test_a_trusted_index_sends_bulk_pushes_to_the_hbase_rows_that_exist(uids: Uids) -> None:
+    shop, friend, reader_uid, *others = uids(40)
+    send(friend, reader_uid, "hi")
+    assert previews(reader_uid) == [(friend, "hi")]  # builds the reader's rows, flags them
+    assert build.index_rebuild() >= 1  # the scan found at least the reader's row
+    assert build.index_rebuild() == -1  # trusted in this Redis run: nothing to do
+    probe = redis_tier.probe_bulk([reader_uid, *others])
+    assert probe.hbase is not None
+    assert reader_uid in probe.hbase
+    assert not probe.hbase & set(others)  # never built: no HBase meta is read for them
+    bulk(shop, [reader_uid, *others], "sale")
+    assert from_hbase(reader_uid) == [(shop, "sale"), (friend, "hi")]
+    assert previews(others[0]) == [(shop, "sale")]
+
+
+@pytest.mark.django_db
+def test_after_a_redis_restart_bulk_pushes_read_every_meta_until_the_index_is_rebuilt(
+    uids: Uids,
+) -> None:
+    shop, friend, reader_uid, *others = uids(40)
+    send(friend, reader_uid, "hi")
+    assert previews(reader_uid) == [(friend, "hi")]
+    build.index_rebuild()
+    # A restart that lost the reader's flag (written in the crash's last second): the index's
+    # marker names the run before it.
+    get_redis().delete(redis_tier.keys.hbase_indexed(reader_uid))
+    get_redis().set(redis_tier.keys.HBASE_INDEX_TRUSTED, "the-run-before-the-restart")
+    assert redis_tier.probe_bulk([reader_uid]).hbase is None  # untrusted: every meta is read
+    bulk(shop, [reader_uid, *others], "sale")
+    assert from_hbase(reader_uid) == [(shop, "sale"), (friend, "hi")]
+    assert build.index_rebuild() >= 1  # the beat task's scan flags the reader again
+    assert redis_tier.probe_bulk([reader_uid]).hbase == {reader_uid}
+    bulk(shop, [reader_uid, *others], "sale 2")
+    assert from_hbase(reader_uid) == [(shop, "sale 2"), (friend, "hi")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_builds_racing_bulk_pushes_leave_every_hbase_row_as_mysql_has_it(uids: Uids) -> None:
+    """Builds (each flags its owner, then begins a generation) and bulk pushes from other
+    threads at once, with a trusted index: every owner's HBase row ends as MySQL has it."""
+    owners = uids(24)
+    senders = uids(6)
+    for owner in owners:
+        send(senders[0], owner, "first")
+    build.index_rebuild()
+    errors: list[BaseException] = []
+
+    def run(job: Callable[[], object]) -> None:
+        try:
+            job()
+        except BaseException as exc:  # shown by the assert below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def rebuild_all() -> None:
+        for owner in random.sample(owners, len(owners)):
+            build.rebuild(owner, redis_too=True)
+
+    def pushes(sender: int) -> Callable[[], None]:
+        def job() -> None:
+            for n in range(3):
+                bulk(sender, owners, f"{sender} #{n}")
+
+        return job
+
+    threads = [threading.Thread(target=run, args=(rebuild_all,)) for _ in range(2)]
+    threads += [threading.Thread(target=run, args=(pushes(s),)) for s in senders[1:]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for owner in owners:
+        assert from_hbase(owner) == truth_previews(owner), f"owner {owner}"
+
+
+def truth_previews(owner: int) -> list[tuple[int, str | None]]:
+    with override_settings(CONVCACHE_ENABLED=False):
+        return previews(owner)
 
 
 # -- out-of-order pushes never regress ---------------------------------------------------------
