@@ -1,17 +1,35 @@
-"""The OpenAPI schema's finishing touches, applied to every operation of every app
-(``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``):
+"""The OpenAPI schema: its finishing touches, applied to every operation of every app
+(``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``), and the view that serves it.
 
 - path ids (``uid``, ``peer_uid``, ``msgkey``, ``id``, ``gid``, ...) are documented as what the
   views accept: 1 to 19 digits, 1 .. 2^63-1 (a larger value answers 400 naming the field);
 - every operation documents 406 (an ``Accept`` the API cannot honour); operations that take a
   body document 415 (not JSON) and keep 411/413; operations without one do not list them;
 - every operation documents 503 (a store briefly unavailable; retry with ``Retry-After``);
-- every write (POST, PUT, DELETE) documents 429: its client's write rate (api.throttles).
+- every write (POST, PUT, DELETE) documents 429: its client's write rate (api.throttles);
+- 404 only where an id can miss: operations in ``CANNOT_MISS`` name no id that could (any uid
+  is a user, and lists answer empty), so they do not list it.
+
+Tags, summaries and descriptions come from each view's ``extend_schema`` (tags are
+``SPECTACULAR_SETTINGS["TAGS"]``, API.md's sections); the introduction is
+``SPECTACULAR_SETTINGS["DESCRIPTION"]``.
+
+``/api/schema/`` (``SchemaView``) answers tools as before (YAML, or JSON with
+``Accept: application/json`` or ``?format=json``), and a browser (``Accept: text/html``) with
+the same YAML as ``text/plain`` (``?format=json``: the JSON as ``application/json``), which it
+shows inline instead of saving to a file.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from drf_spectacular.renderers import OpenApiJsonRenderer2, OpenApiYamlRenderer
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from api.views import ERROR_SCHEMA
 
@@ -29,6 +47,20 @@ EXTRA = {
     "415": "the body is not JSON (Content-Type)",
     "503": "a store is briefly unavailable: retry the same request after Retry-After seconds",
 }
+CANNOT_MISS = {
+    "announcement_publish",
+    "announcements_list",
+    "announcements_mark_read",
+    "audience_upload",
+    "block_set",
+    "block_unset",
+    "campaign_list",
+    "conversation_list",
+    "conversation_history",
+    "messages_delete_all",
+    "unread_summary",
+    "user_groups",
+}
 
 
 def finish(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
@@ -38,6 +70,8 @@ def finish(result: dict[str, Any], generator: Any, request: Any, public: bool) -
             _statuses(operation)
             if method.upper() in WRITES:
                 operation["responses"].setdefault("429", _error(RATE_LIMITED))
+            if operation.get("operationId") in CANNOT_MISS:
+                operation["responses"].pop("404", None)
     return result
 
 
@@ -58,3 +92,28 @@ def _statuses(operation: dict[str, Any]) -> None:
 
 def _error(description: str) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": ERROR_SCHEMA}}, "description": description}
+
+
+class BrowserYamlRenderer(OpenApiYamlRenderer):
+    """The YAML schema as plain text: what a browser shows instead of saving to a file."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+
+class SchemaView(SpectacularAPIView):
+    """``/api/schema/``: YAML or JSON for tools, plain-text YAML for a browser (module doc)."""
+
+    def perform_content_negotiation(
+        self, request: Request, force: bool = False
+    ) -> tuple[BaseRenderer, str]:
+        if "text/html" not in request.META.get("HTTP_ACCEPT", ""):
+            return super().perform_content_negotiation(request, force)
+        if request.query_params.get("format") == "json":  # a browser shows application/json
+            return OpenApiJsonRenderer2(), OpenApiJsonRenderer2.media_type
+        return BrowserYamlRenderer(), BrowserYamlRenderer.media_type
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)

@@ -1,5 +1,6 @@
-"""URL map: admin, the v1 API, the OpenAPI schema and its browsable docs, Prometheus metrics, and
-the static files of the apps (the admin's CSS and JavaScript).
+"""URL map: admin, the v1 API, the OpenAPI schema (shown inline in a browser: api/schema.py) and
+its browsable docs, Prometheus metrics, and the static files of the apps (the admin's CSS and
+JavaScript).
 
 Static files are served by Django itself whatever DEBUG says: the product runs behind gunicorn with
 no web server in front, and without them the admin loads unstyled and its actions' JavaScript is
@@ -11,8 +12,9 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
+from api.schema import SchemaView
 from config.metrics import metrics_view
 
 urlpatterns = [
@@ -20,7 +22,7 @@ urlpatterns = [
     path("api/v1/", include("messaging.urls")),
     path("api/v1/", include("bulk.urls")),
     path("api/v1/", include("unread.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("metrics", metrics_view, name="metrics"),
     re_path(

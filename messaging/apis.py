@@ -39,6 +39,8 @@ class MessageSendApi(ApiView):
 
     @extend_schema(
         operation_id="message_send",
+        tags=["Messages (1:1)"],
+        summary="Send a 1:1 message",
         request=SendIn,
         responses={
             201: MessageOut,
@@ -60,7 +62,11 @@ class MessageRecallApi(ApiView):
     """Recall a message: its sender's client within 2 minutes, or an operator client."""
 
     @extend_schema(
-        operation_id="message_recall", request=None, responses={200: RecallOut, **ERRORS}
+        operation_id="message_recall",
+        tags=["Messages (1:1)"],
+        summary="Recall a 1:1 message",
+        request=None,
+        responses={200: RecallOut, **ERRORS},
     )
     def post(self, request: Request, msgkey: str) -> Response:
         key = path_ids(msgkey=msgkey)["msgkey"]
@@ -81,6 +87,8 @@ class ConversationListApi(InboxApi):
 
     @extend_schema(
         operation_id="conversation_list",
+        tags=["Conversations"],
+        summary="List a user's conversations and groups",
         parameters=[ConversationListQuery],
         responses={200: ConversationPageOut, **ERRORS},
     )
@@ -94,7 +102,12 @@ class ConversationListApi(InboxApi):
 class ConversationApi(InboxApi):
     """Delete a whole conversation from this user's side only."""
 
-    @extend_schema(operation_id="conversation_delete", responses={204: None, **ERRORS})
+    @extend_schema(
+        operation_id="conversation_delete",
+        tags=["Conversations"],
+        summary="Delete a conversation (this side only)",
+        responses={204: None, **ERRORS},
+    )
     def delete(self, request: Request, uid: str, peer_uid: str) -> Response:
         ids = path_ids(uid=uid, peer_uid=peer_uid)
         services.conversation_delete(owner_uid=ids["uid"], peer_uid=ids["peer_uid"])
@@ -106,6 +119,8 @@ class HistoryApi(InboxApi):
 
     @extend_schema(
         operation_id="conversation_history",
+        tags=["Messages (1:1)"],
+        summary="Read a conversation's messages",
         parameters=[HistoryQuery],
         responses={200: HistoryPageOut, **ERRORS},
     )
@@ -119,7 +134,12 @@ class HistoryApi(InboxApi):
 class ConversationMessageApi(InboxApi):
     """Delete one message from this user's side only."""
 
-    @extend_schema(operation_id="message_delete", responses={204: None, **ERRORS})
+    @extend_schema(
+        operation_id="message_delete",
+        tags=["Messages (1:1)"],
+        summary="Delete one message (this side only)",
+        responses={204: None, **ERRORS},
+    )
     def delete(self, request: Request, uid: str, peer_uid: str, msgkey: str) -> Response:
         ids = path_ids(uid=uid, peer_uid=peer_uid, msgkey=msgkey)
         services.message_delete(
@@ -132,7 +152,11 @@ class ConversationReadApi(InboxApi):
     """Move the read position to the newest message, or to ``upto_msgkey``."""
 
     @extend_schema(
-        operation_id="conversation_mark_read", request=ReadIn, responses={200: ReadOut, **ERRORS}
+        operation_id="conversation_mark_read",
+        tags=["Conversations"],
+        summary="Mark a conversation read",
+        request=ReadIn,
+        responses={200: ReadOut, **ERRORS},
     )
     def post(self, request: Request, uid: str, peer_uid: str) -> Response:
         ids = path_ids(uid=uid, peer_uid=peer_uid)
@@ -146,7 +170,12 @@ class ConversationReadApi(InboxApi):
 class UserMessagesApi(InboxApi):
     """Delete everything this user holds (their side only)."""
 
-    @extend_schema(operation_id="messages_delete_all", responses={200: DeleteAllOut, **ERRORS})
+    @extend_schema(
+        operation_id="messages_delete_all",
+        tags=["Messages (1:1)"],
+        summary="Delete everything a user holds",
+        responses={200: DeleteAllOut, **ERRORS},
+    )
     def delete(self, request: Request, uid: str) -> Response:
         owner = path_ids(uid=uid)["uid"]
         deleted = services.messages_delete_all(owner_uid=owner)
@@ -156,11 +185,27 @@ class UserMessagesApi(InboxApi):
 class BlockApi(InboxApi):
     """Block (PUT) or unblock (DELETE) a sender for this user."""
 
-    @extend_schema(operation_id="block_set", request=None, responses={204: None, **ERRORS})
+    @extend_schema(
+        operation_id="block_set",
+        tags=["Conversations"],
+        summary="Block a sender",
+        description=(
+            "Block `peer_uid` for this user: its 1:1 sends to them answer 403 and its campaigns "
+            "skip them."
+        ),
+        request=None,
+        responses={204: None, **ERRORS},
+    )
     def put(self, request: Request, uid: str, peer_uid: str) -> Response:
         return self._set(uid, peer_uid, blocked=True)
 
-    @extend_schema(operation_id="block_unset", responses={204: None, **ERRORS})
+    @extend_schema(
+        operation_id="block_unset",
+        tags=["Conversations"],
+        summary="Unblock a sender",
+        description="Unblock `peer_uid` for this user (nothing happens if it was not blocked).",
+        responses={204: None, **ERRORS},
+    )
     def delete(self, request: Request, uid: str, peer_uid: str) -> Response:
         return self._set(uid, peer_uid, blocked=False)
 

@@ -1,5 +1,6 @@
 """Django admin of the unread app: announcements, published through the service, so the global
-clock and the Redis timeline are set."""
+clock and the Redis timeline are set. A publish is logged in the audit log (``api.audit``) as
+"Published to every user"; an edit by Django's own log (nothing when nothing changed)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+from api import audit
 from api.errors import InvalidInput
 from unread.announcements import announcement_publish, normalise
 from unread.models import Announcement
@@ -36,7 +38,7 @@ class AnnouncementForm(ModelForm):
 
 
 @admin.register(Announcement)
-class AnnouncementAdmin(admin.ModelAdmin):
+class AnnouncementAdmin(audit.AuditedAdmin):
     form = AnnouncementForm
     list_display = ("id", "published_ms", "preview", "published_by", "created_at")
     readonly_fields = ("published_ms", "published_by", "created_at")
@@ -52,3 +54,7 @@ class AnnouncementAdmin(admin.ModelAdmin):
             return
         published = announcement_publish(content=obj.content, published_by=f"admin:{request.user}")
         obj.pk, obj.published_ms = published.pk, published.published_ms
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        text = f"Published to every user (announcement clock {obj.published_ms})."
+        return audit.record(request, obj, text, flag=audit.ADDITION)

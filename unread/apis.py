@@ -76,7 +76,12 @@ class UnreadApi(ApiView):
 
     required_scope = Scope.INBOX
 
-    @extend_schema(operation_id="unread_summary", responses={200: UnreadOut, **ERRORS})
+    @extend_schema(
+        operation_id="unread_summary",
+        tags=["Unread"],
+        summary="A user's unread counts",
+        responses={200: UnreadOut, **ERRORS},
+    )
     def get(self, request: Request, uid: str) -> Response:
         owner = path_ids(uid=uid)["uid"]
         prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
@@ -98,6 +103,8 @@ class AnnouncementPublishApi(ApiView):
 
     @extend_schema(
         operation_id="announcement_publish",
+        tags=["Announcements"],
+        summary="Publish an announcement to every user",
         request=PublishIn,
         responses={201: AnnouncementOut, **ERRORS},
     )
@@ -116,6 +123,8 @@ class UserAnnouncementsApi(ApiView):
 
     @extend_schema(
         operation_id="announcements_list",
+        tags=["Announcements"],
+        summary="List announcements for a user",
         parameters=[AnnouncementListQuery],
         responses={200: AnnouncementPageOut, **ERRORS},
     )
@@ -135,6 +144,8 @@ class UserAnnouncementsReadApi(ApiView):
 
     @extend_schema(
         operation_id="announcements_mark_read",
+        tags=["Announcements"],
+        summary="Mark every announcement read",
         request=None,
         responses={200: UnreadAnnouncementsOut, **ERRORS},
     )

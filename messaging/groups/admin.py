@@ -1,6 +1,8 @@
 """Django admin of group chat: groups (member counts, dissolve, mute/unmute) and their members
 (paged without a full count, searched by exact gid or uid through an index; make admin / member).
-Imported by ``messaging.admin``. Messages are recalled through the API, not edited here."""
+Imported by ``messaging.admin``. Messages are recalled through the API, not edited here. Every
+action that changes a group or a member is logged in the audit log (``api.audit``), once per
+object it changed; an action that changed nothing says so and logs nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from api import audit
 from api.paging import BigTableAdmin
 from messaging.groups import services
 from messaging.groups.models import Group, GroupMember, GroupRole
@@ -44,20 +47,34 @@ class GroupAdmin(BigTableAdmin):
 
     @admin.action(description="Dissolve selected groups", permissions=["change"])
     def dissolve_selected(self, request: HttpRequest, queryset: QuerySet[Group]) -> None:
-        live = list(queryset.filter(dissolved_at__isnull=True).values_list("gid", flat=True))
-        for gid in live:
-            services.group_dissolve(gid=gid)
-        self.message_user(request, f"Dissolved {len(live)} group(s).", messages.SUCCESS)
+        live = list(queryset.filter(dissolved_at__isnull=True))
+        for group in live:
+            services.group_dissolve(gid=group.gid)
+            audit.record(request, group, "Dissolved: every member left it.")
+        self._report(request, "Dissolve", "Dissolved", len(live), "were already dissolved")
 
     @admin.action(description="Mute (only owner and admins send)", permissions=["change"])
     def mute_selected(self, request: HttpRequest, queryset: QuerySet[Group]) -> None:
-        count = services.groups_mute(gids=queryset.values_list("gid", flat=True), muted=True)
-        self.message_user(request, f"Muted {count} group(s).", messages.SUCCESS)
+        self._mute(request, queryset, muted=True)
 
     @admin.action(description="Unmute", permissions=["change"])
     def unmute_selected(self, request: HttpRequest, queryset: QuerySet[Group]) -> None:
-        count = services.groups_mute(gids=queryset.values_list("gid", flat=True), muted=False)
-        self.message_user(request, f"Unmuted {count} group(s).", messages.SUCCESS)
+        self._mute(request, queryset, muted=False)
+
+    def _mute(self, request: HttpRequest, queryset: QuerySet[Group], *, muted: bool) -> None:
+        changing = list(queryset.exclude(muted=muted))
+        count = services.groups_mute(gids=[g.gid for g in changing], muted=muted)
+        what = "Muted: only the owner and admins may send." if muted else "Unmuted."
+        audit.record_many(request, changing, what)
+        verb = "Muted" if muted else "Unmuted"
+        state = "were already muted" if muted else "were not muted"
+        self._report(request, verb.removesuffix("d"), verb, count, state)
+
+    def _report(self, request: HttpRequest, action: str, done: str, count: int, noop: str) -> None:
+        if count:
+            self.message_user(request, f"{done} {count} group(s).", messages.SUCCESS)
+        else:
+            self.message_user(request, f"{action}: the selected groups {noop}.", messages.INFO)
 
 
 @admin.register(GroupMember)
@@ -79,10 +96,26 @@ class GroupMemberAdmin(BigTableAdmin):
 
     @admin.action(description="Make admin", permissions=["change"])
     def make_admin(self, request: HttpRequest, queryset: QuerySet[GroupMember]) -> None:
-        count = queryset.filter(role=GroupRole.MEMBER).update(role=GroupRole.ADMIN)
-        self.message_user(request, f"{count} member(s) made admin.", messages.SUCCESS)
+        count = self._set_role(request, queryset, GroupRole.MEMBER, GroupRole.ADMIN)
+        if count:
+            self.message_user(request, f"{count} member(s) made admin.", messages.SUCCESS)
+        else:
+            self.message_user(request, "Make admin: no selected member was an ordinary member.")
 
     @admin.action(description="Make ordinary member", permissions=["change"])
     def make_member(self, request: HttpRequest, queryset: QuerySet[GroupMember]) -> None:
-        count = queryset.filter(role=GroupRole.ADMIN).update(role=GroupRole.MEMBER)
-        self.message_user(request, f"{count} admin(s) made ordinary member.", messages.SUCCESS)
+        count = self._set_role(request, queryset, GroupRole.ADMIN, GroupRole.MEMBER)
+        if count:
+            self.message_user(request, f"{count} admin(s) made ordinary member.", messages.SUCCESS)
+        else:
+            self.message_user(request, "Make ordinary member: no selected member was an admin.")
+
+    def _set_role(
+        self, request: HttpRequest, queryset: QuerySet[GroupMember], was: str, role: str
+    ) -> int:
+        changing = list(queryset.filter(role=was))
+        count = GroupMember.objects.filter(pk__in=[m.pk for m in changing], role=was).update(
+            role=role
+        )
+        audit.record_many(request, changing, f"Role changed from {was} to {role}.")
+        return count

@@ -57,6 +57,8 @@ class GroupCreateApi(UsersApi):
 
     @extend_schema(
         operation_id="group_create",
+        tags=["Groups"],
+        summary="Create a group",
         request=GroupCreateIn,
         responses={201: GroupOut, 200: OpenApiResponse(GroupOut, "replay"), **CONFLICT, **ERRORS},
     )
@@ -70,7 +72,14 @@ class GroupCreateApi(UsersApi):
 
 
 class GroupApi(GroupReadApi):
-    @extend_schema(operation_id="group_get", responses={200: GroupOut, **ERRORS})
+    """A group's name, owner, member count and newest ``seq``; a dissolved group answers 404."""
+
+    @extend_schema(
+        operation_id="group_get",
+        tags=["Groups"],
+        summary="A group's name, owner and counts",
+        responses={200: GroupOut, **ERRORS},
+    )
     def get(self, request: Request, gid: str) -> Response:
         group = selectors.group_get(path_ids(gid=gid)["gid"])
         return Response(GroupOut(group).data)
@@ -81,6 +90,8 @@ class GroupMembersApi(UsersApi):
 
     @extend_schema(
         operation_id="group_members_add",
+        tags=["Groups"],
+        summary="Add members",
         request=MembersAddIn,
         responses={200: MembersAddedOut, **CONFLICT, **ERRORS},
     )
@@ -96,6 +107,8 @@ class GroupMemberApi(UsersApi):
 
     @extend_schema(
         operation_id="group_member_remove",
+        tags=["Groups"],
+        summary="Leave a group, or remove a member",
         parameters=[ActorQuery],
         responses={204: None, **CONFLICT, **ERRORS},
     )
@@ -111,6 +124,8 @@ class GroupMessagesApi(UsersApi):
 
     @extend_schema(
         operation_id="group_message_send",
+        tags=["Groups"],
+        summary="Send a message to a group",
         request=GroupSendIn,
         responses={
             201: GroupSentOut,
@@ -131,6 +146,8 @@ class GroupRecallApi(UsersApi):
 
     @extend_schema(
         operation_id="group_message_recall",
+        tags=["Groups"],
+        summary="Recall a group message for everyone",
         request=ActorIn,
         responses={200: GroupRecallOut, **ERRORS},
     )
@@ -144,7 +161,12 @@ class GroupRecallApi(UsersApi):
 class UserGroupsApi(GroupReadApi):
     """The user's groups, most recent activity first."""
 
-    @extend_schema(operation_id="user_groups", responses={200: UserGroupsOut, **ERRORS})
+    @extend_schema(
+        operation_id="user_groups",
+        tags=["Groups"],
+        summary="List a user's groups",
+        responses={200: UserGroupsOut, **ERRORS},
+    )
     def get(self, request: Request, uid: str) -> Response:
         items = selectors.user_groups(path_ids(uid=uid)["uid"])
         return Response(UserGroupsOut({"results": items, "next_cursor": None}).data)
@@ -155,6 +177,8 @@ class UserGroupHistoryApi(GroupReadApi):
 
     @extend_schema(
         operation_id="group_history",
+        tags=["Groups"],
+        summary="Read a group's messages as a member",
         parameters=[GroupHistoryQuery],
         responses={200: GroupHistoryPageOut, **ERRORS},
     )
@@ -169,7 +193,11 @@ class UserGroupReadApi(GroupReadApi):
     """Move the member's read position (never backwards)."""
 
     @extend_schema(
-        operation_id="group_mark_read", request=GroupReadIn, responses={200: GroupReadOut, **ERRORS}
+        operation_id="group_mark_read",
+        tags=["Groups"],
+        summary="Mark a group read",
+        request=GroupReadIn,
+        responses={200: GroupReadOut, **ERRORS},
     )
     def post(self, request: Request, uid: str, gid: str) -> Response:
         ids = path_ids(uid=uid, gid=gid)
@@ -181,7 +209,12 @@ class UserGroupReadApi(GroupReadApi):
 class UserGroupMessageApi(GroupReadApi):
     """Delete one group message for this member only."""
 
-    @extend_schema(operation_id="group_message_hide", responses={204: None, **ERRORS})
+    @extend_schema(
+        operation_id="group_message_hide",
+        tags=["Groups"],
+        summary="Delete a group message (this member only)",
+        responses={204: None, **ERRORS},
+    )
     def delete(self, request: Request, uid: str, gid: str, seq: str) -> Response:
         ids = path_ids(uid=uid, gid=gid, seq=seq)
         services.group_message_hide(gid=ids["gid"], uid=ids["uid"], seq=ids["seq"])
