@@ -1,9 +1,16 @@
-"""Django admin for operators: campaigns with their live progress and pause/resume/cancel/recall,
-the batch ledger and audiences (read-only), sender policies and channel settings (editable).
+"""Django admin for operators: campaigns with their live progress, creation and
+pause/resume/cancel/recall/duplicate, the batch ledger and audiences (read-only), sender policies
+and channel settings (editable).
 
-Campaigns are created through the API or ``manage.py campaign_send``, never typed in here: their
-pages are read-only, and the actions call the same services as the API, reporting what a
-campaign's status refused (a finished campaign cannot be resumed) as an error message.
+A campaign is created here from a form (``/admin/bulk/campaign/add/``: bulk/admin_forms.py,
+``admin_views.create``) that previews it with the API's dry run and launches it through the API's
+create service, as the operator (no API client, like ``manage.py campaign_send``); or through the
+API or ``campaign_send``. A campaign's page is read-only: it shows its name, its content's text
+with a link to its Message (whose page links back, ``messaging.admin.MESSAGE_LINKS``) and its
+actions as buttons; the actions call the same services as the API, reporting what a campaign's
+status refused (a finished campaign cannot be resumed) as an error message, and what changed
+nothing as such. Every action that changed something, and every creation, is written to the
+campaign's History (``api.audit``: Django's LogEntry).
 
 The campaign list and page are a live console: ``bulk/static/bulk/console.js`` polls
 ``progress.json`` (bulk/admin_views.py, figures from bulk/live.py) every 1.5 s and rewrites the
@@ -17,14 +24,17 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import Lower
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from api import audit
 from api.errors import MissiveError
-from api.paging import BigTableAdmin, BoundedCountPaginator
+from api.paging import BigTableAdmin, id_terms
 from bulk import admin_views, live, services
 from bulk.admin_views import OPERATOR_PAUSE
 from bulk.models import (
@@ -35,12 +45,13 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
-from config.dbrouter import ReplicaChangelistMixin
+from messaging.admin import MESSAGE_LINKS
+from messaging.models import Message
 
 
-class ReadOnlyAdmin(ReplicaChangelistMixin):
-    """View-only pages: rows are written by services, never typed in (changelists read the
-    replica)."""
+class ReadOnlyAdmin(BigTableAdmin):
+    """View-only pages: rows are written by services, never typed in (big-table changelists on
+    the replica: api.paging)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -88,7 +99,8 @@ def eta_text(body: dict[str, Any]) -> str:
 
 def status_text(body: dict[str, Any]) -> str:
     reason = f" ({body['pause_reason']})" if body["pause_reason"] else ""
-    return f"{body['status']}{reason}"
+    recalled = " · message recalled" if body["recall"] is not None else ""
+    return f"{body['status']}{reason}{recalled}"
 
 
 def warning_text(body: dict[str, Any]) -> str:
@@ -105,6 +117,52 @@ def recall_text(body: dict[str, Any]) -> str:
         f"Recalled · {recall['percent']}% ({recall['batches_done']:,} / "
         f"{recall['batches']:,} batches)"
     )
+
+
+# -- the content's text -----------------------------------------------------------------------
+SHORT_TEXT = 60
+
+
+def content_text(body: Any) -> str:
+    """What a message says, as text: a text's text, a card's title and body, an image's URL."""
+    if not isinstance(body, dict):
+        return ""
+    if body.get("type") == "card":
+        return " · ".join(str(body.get(k) or "") for k in ("title", "body") if body.get(k))
+    if body.get("type") == "image":
+        return f"[image] {body.get('url', '')}"
+    return str(body.get("text") or "")
+
+
+def texts_of(campaigns: list[Campaign]) -> dict[int, str]:
+    """The text of each campaign's message, by msgkey: one query for a whole page."""
+    msgkeys = {c.msgkey for c in campaigns if c.msgkey is not None}
+    if not msgkeys:
+        return {}
+    found = Message.objects.filter(msgkey__in=msgkeys).values_list("msgkey", "body")
+    return {msgkey: content_text(body) for msgkey, body in found}
+
+
+def text_of(campaign: Campaign) -> str:
+    text: str | None = getattr(campaign, "_text", None)  # filled for a changelist page
+    if text is None:
+        text = texts_of([campaign]).get(campaign.msgkey or 0, "")
+        campaign._text = text  # type: ignore[attr-defined]
+    return text
+
+
+def shorten(text: str, limit: int = SHORT_TEXT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def campaign_links(message: Message) -> list[tuple[str, str]]:
+    """The campaigns that sent ``message`` (its page links back to them)."""
+    found = Campaign.objects.filter(msgkey=message.msgkey).order_by("pk")
+    return [(str(c), reverse("admin:bulk_campaign_change", args=[c.pk])) for c in found]
+
+
+MESSAGE_LINKS.append(campaign_links)
 
 
 def live_span(campaign: Campaign, field: str, text: str, css: str = "") -> SafeString:
@@ -134,20 +192,27 @@ CONFIRM = {
 
 @admin.register(Campaign)
 class CampaignAdmin(BigTableAdmin):
-    list_display = ("id", "sender_uid", "channel", "state", "progress", "rate", "eta", "created_at")
+    list_display = ("campaign", "sender", "state", "progress", "pace", "created_at")
+    list_display_links = ("campaign",)
     list_filter = ("status", "channel")
-    search_fields = ("id", "sender_uid")  # enables the box; BigTableAdmin does the search
+    search_fields = ("id", "sender_uid")  # enables the box; get_search_results does the search
     id_search_fields = ("id", "sender_uid")
-    search_help_text = "A campaign id or a sender uid."
+    search_help_text = "A campaign id, a sender uid, or part of a campaign's name."
     ordering = ("-id",)
-    actions = ("pause_selected", "resume_selected", "cancel_selected", "recall_selected")
+    actions = (
+        "pause_selected",
+        "resume_selected",
+        "cancel_selected",
+        "recall_selected",
+        "duplicate_selected",
+    )
     change_form_template = "admin/bulk/campaign/change_form.html"
     fieldsets = (
-        (None, {"fields": ("sender_uid", "client", "channel", "state")}),
+        (None, {"fields": ("name", "sender_uid", "client", "channel", "state")}),
         ("Progress", {"fields": ("progress", "rate", "eta", "totals", "batches_summary")}),
         (
             "Content and audience",
-            {"fields": ("msgkey", "audience_type", "audience_spec", "audience")},
+            {"fields": ("content", "message", "audience_type", "audience_spec", "audience")},
         ),
         (
             "Timeline",
@@ -162,9 +227,6 @@ class CampaignAdmin(BigTableAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [str(name) for _, options in self.fieldsets for name in options["fields"]]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # through the API or `manage.py campaign_send`
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The list's actions need "change"; a campaign's own page stays read-only.
@@ -202,11 +264,29 @@ class CampaignAdmin(BigTableAdmin):
             return admin_views.error(403, "forbidden", "Changing campaigns is not permitted.")
         return admin_views.act(request, object_id, action)
 
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        return admin_views.create(request, self)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Campaign], search_term: str
+    ) -> tuple[QuerySet[Campaign], bool]:
+        words = search_term.strip()
+        if words and id_terms(words) is None:  # not ids: part of a name (campaigns are few)
+            named = queryset.annotate(lower_name=Lower("name"))  # the column's collation is _bin
+            return named.filter(lower_name__contains=words.lower()), False
+        return super().get_search_results(request, queryset, search_term)
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
         rows = list(changelist.result_list)  # evaluated once: the rows the columns render
+        texts = texts_of(rows)
         for row, body in zip(rows, live.campaigns_live(rows), strict=True):
             row._live = body
+            row._text = texts.get(row.msgkey or 0, "")
         return changelist
 
     def changeform_view(
@@ -244,6 +324,37 @@ class CampaignAdmin(BigTableAdmin):
         ]
 
     # -- columns -----------------------------------------------------------------------------
+    @admin.display(description="campaign", ordering="id")
+    def campaign(self, campaign: Campaign) -> SafeString:
+        """Its id and name, and the start of its text: campaigns told apart at a glance."""
+        title = f"{campaign.pk} · {campaign.name}" if campaign.name else str(campaign.pk)
+        return format_html(
+            '<strong class="campaign-title">{}</strong><br><span class="campaign-text">{}</span>',
+            title,
+            shorten(text_of(campaign)) or "—",
+        )
+
+    @admin.display(description="sender · channel")
+    def sender(self, campaign: Campaign) -> SafeString:
+        return format_html("{}<br>{}", campaign.sender_uid, campaign.get_channel_display())
+
+    @admin.display(description="text")
+    def content(self, campaign: Campaign) -> SafeString:
+        return format_html('<div class="campaign-content">{}</div>', text_of(campaign) or "—")
+
+    @admin.display(description="message")
+    def message(self, campaign: Campaign) -> SafeString | str:
+        if campaign.msgkey is None:
+            return "—"
+        found = Message.objects.filter(msgkey=campaign.msgkey).first()
+        status = f" ({found.get_status_display()})" if found is not None else " (gone)"
+        return format_html(
+            '<a href="{}">message {}</a>{}',
+            reverse("admin:messaging_message_change", args=[campaign.msgkey]),
+            campaign.msgkey,
+            status,
+        )
+
     @admin.display(description="status", ordering="status")
     def state(self, campaign: Campaign) -> SafeString:
         body = live_body(campaign)
@@ -280,6 +391,11 @@ class CampaignAdmin(BigTableAdmin):
     @admin.display(description="eta")
     def eta(self, campaign: Campaign) -> SafeString:
         return live_span(campaign, "eta", eta_text(live_body(campaign)))
+
+    @admin.display(description="rate · eta")
+    def pace(self, campaign: Campaign) -> SafeString:
+        """The list's rate and ETA in one column (the table fits 1,400 px without scrolling)."""
+        return format_html("{}<br>ETA {}", self.rate(campaign), self.eta(campaign))
 
     @admin.display(description="totals")
     def totals(self, campaign: Campaign) -> SafeString:
@@ -333,14 +449,16 @@ class CampaignAdmin(BigTableAdmin):
         changed = 0
         for pk, before in queryset.values_list("pk", "status"):
             try:
-                after = action(pk).status
+                after = action(pk)
             except MissiveError as exc:
                 self.message_user(request, f"Campaign {pk}: {exc.detail}", messages.ERROR)
                 continue
-            if after == before:  # nothing to do: say so rather than count it as done
-                self.message_user(request, f"Campaign {pk} was already {after}.", messages.INFO)
+            if after.status == before:  # nothing to do: say so rather than count it as done
+                text = f"Campaign {pk} was already {after.status}."
+                self.message_user(request, text, messages.INFO)
             else:
                 changed += 1
+                audit.record(request, after, admin_views.changed_text(done, before))
         if changed:
             self.message_user(request, f"{done} {changed} campaign(s).", messages.SUCCESS)
 
@@ -365,13 +483,22 @@ class CampaignAdmin(BigTableAdmin):
 
     @admin.action(description="Recall selected campaigns' messages", permissions=["change"])
     def recall_selected(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> None:
+        self._each(request, queryset, "recall")
+
+    @admin.action(description="Duplicate selected campaigns", permissions=["change"])
+    def duplicate_selected(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> None:
+        self._each(request, queryset, "duplicate")
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[Campaign], action: str) -> None:
+        """One of the page's actions on each selected campaign, each saying what it did."""
         for campaign in queryset:
             try:
-                outcome = admin_views.ACTIONS["recall"](campaign)
+                outcome = admin_views.ACTIONS[action](campaign)
             except MissiveError as exc:
-                text = f"Could not recall campaign {campaign.pk}: {exc.detail}"
+                text = f"Could not {action} campaign {campaign.pk}: {exc.detail}"
                 self.message_user(request, text, messages.ERROR)
                 continue
+            admin_views.audit_outcome(request, outcome)
             self.message_user(request, outcome.text, outcome.level)
 
 
@@ -393,8 +520,6 @@ class CampaignBatchAdmin(ReadOnlyAdmin):
     )
     list_filter = ("state",)
     ordering = ("campaign_id", "index")
-    paginator = BoundedCountPaginator
-    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[CampaignBatch]:
         return super().get_queryset(request).defer("uids")  # 1,000 uids a row: detail only

@@ -129,6 +129,8 @@ class AudienceUploadApi(ApiView):
 
     @extend_schema(
         operation_id="audience_upload",
+        tags=["Audiences"],
+        summary="Upload an audience file",
         description=f"Upload uids, one per line: {UPLOAD_HELP}.",
         parameters=[OpenApiParameter("name", str, description="a label for operators (optional)")],
         request={
@@ -169,6 +171,8 @@ class CampaignsApi(ApiView):
 
     @extend_schema(
         operation_id="campaign_list",
+        tags=["Campaigns"],
+        summary="List the client's campaigns",
         parameters=[CampaignListQuery],
         responses={200: CampaignPageOut, **ERRORS},
     )
@@ -184,6 +188,8 @@ class CampaignsApi(ApiView):
 
     @extend_schema(
         operation_id="campaign_create",
+        tags=["Campaigns"],
+        summary="Create a campaign, or dry-run one",
         request=CampaignCreateIn,
         parameters=[
             OpenApiParameter(
@@ -226,6 +232,7 @@ class CampaignsApi(ApiView):
             scheduled_at=data["scheduled_at"],
             client=client,
             idempotency_key=idempotency_key(request),
+            name=data["name"],
         )
         return Response(campaign_body(campaign), status=201 if created else 200)
 
@@ -240,7 +247,12 @@ class CampaignApi(ApiView):
 
     required_scope = Scope.CAMPAIGNS
 
-    @extend_schema(operation_id="campaign_get", responses={200: CampaignOut, **ERRORS})
+    @extend_schema(
+        operation_id="campaign_get",
+        tags=["Campaigns"],
+        summary="A campaign's status and progress",
+        responses={200: CampaignOut, **ERRORS},
+    )
     def get(self, request: Request, campaign_id: str) -> Response:
         return Response(campaign_body(owned_campaign(request, campaign_id)))
 
@@ -265,7 +277,13 @@ ACTION_RESPONSES = {
 class CampaignPauseApi(CampaignActionApi):
     """Pause: no further batch starts; ``pause_reason`` becomes ``manual``."""
 
-    @extend_schema(operation_id="campaign_pause", request=None, responses=ACTION_RESPONSES)
+    @extend_schema(
+        operation_id="campaign_pause",
+        tags=["Campaigns"],
+        summary="Pause a campaign",
+        request=None,
+        responses=ACTION_RESPONSES,
+    )
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_pause)
 
@@ -273,7 +291,13 @@ class CampaignPauseApi(CampaignActionApi):
 class CampaignResumeApi(CampaignActionApi):
     """Resume a paused campaign where it stopped."""
 
-    @extend_schema(operation_id="campaign_resume", request=None, responses=ACTION_RESPONSES)
+    @extend_schema(
+        operation_id="campaign_resume",
+        tags=["Campaigns"],
+        summary="Resume a paused campaign",
+        request=None,
+        responses=ACTION_RESPONSES,
+    )
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_resume)
 
@@ -281,6 +305,12 @@ class CampaignResumeApi(CampaignActionApi):
 class CampaignCancelApi(CampaignActionApi):
     """Cancel for good: batches not yet sent never are."""
 
-    @extend_schema(operation_id="campaign_cancel", request=None, responses=ACTION_RESPONSES)
+    @extend_schema(
+        operation_id="campaign_cancel",
+        tags=["Campaigns"],
+        summary="Cancel a campaign",
+        request=None,
+        responses=ACTION_RESPONSES,
+    )
     def post(self, request: Request, campaign_id: str) -> Response:
         return self.act(request, campaign_id, services.campaign_cancel)

@@ -12,6 +12,9 @@ profile:{c:<campaign>}                 hash stage -> microseconds summed over th
 live:{c:<campaign>}                    sorted set of progress samples "<ms>:<processed>" scored by
                                        ms, the last LIVE_WINDOW_S seconds (bulk/live.py: the rate).
 recalled:{c:<campaign>}                set of the indexes of the batches recalled (bulk/recall.py).
+adminlaunch:<form key>                 held while the admin's creation form launches a campaign
+                                       under that key (bulk/admin_views.py): a double submit
+                                       creates one campaign.
 The ``{q:<sender>}`` tag keeps one sender's quota keys in one Cluster slot, so the batch's single
 Lua call stays legal on Redis Cluster.
 """
@@ -47,3 +50,7 @@ def live_samples(campaign_id: int) -> str:
 
 def recalled_batches(campaign_id: int) -> str:
     return f"recalled:{{c:{campaign_id}}}"
+
+
+def admin_launch(form_key: str) -> str:
+    return f"adminlaunch:{form_key}"

@@ -1,8 +1,9 @@
 """bToC bulk campaign tables.
 
 - ``Campaign``: one message (content stored once, ``msgkey``) from a business sender to an audience,
-  on the ``daily`` or ``priority`` channel. Totals are exact: they change only in the transaction
-  that moves a batch to ``done`` (see bulk/ledger.py).
+  on the ``daily`` or ``priority`` channel, with an optional ``name`` operators tell it apart by.
+  Totals are exact: they change only in the transaction that moves a batch to ``done`` (see
+  bulk/ledger.py).
 - ``CampaignBatch``: the batch ledger, the truth about what is done. Each batch holds ~1,000
   recipient uids (snapshotted when planned), a state, a lease while it runs, attempts and results.
 - ``Audience`` / ``AudienceMember``: uploaded or explicit uid lists (deduplicated by the key).
@@ -92,6 +93,7 @@ class ChannelSetting(models.Model):
 
 class Campaign(models.Model):
     sender_uid = models.BigIntegerField()
+    name = models.CharField(max_length=200, blank=True, help_text="for operators (optional)")
     client = models.ForeignKey("api.ApiClient", null=True, blank=True, on_delete=models.SET_NULL)
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
@@ -134,6 +136,8 @@ class Campaign(models.Model):
         indexes = [models.Index(fields=["status", "scheduled_at"], name="campaign_status_sched")]
 
     def __str__(self) -> str:
+        if self.name:
+            return f"campaign {self.pk} · {self.name}"
         return f"campaign {self.pk} ({self.channel}, {self.status})"
 
     @property

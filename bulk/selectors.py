@@ -30,6 +30,7 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
     rate = _rate(campaign, now or timezone.now())
     return {
         "id": campaign.pk,
+        "name": campaign.name,
         "sender_uid": campaign.sender_uid,
         "msgkey": campaign.msgkey,
         "status": campaign.status,

@@ -22,7 +22,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from api.errors import TooLarge
-from api.fields import IdField, StrictBooleanField
+from api.fields import IdField, StrictBooleanField, StrictCharField
 from api.paging import PAGE_MAX
 from bulk.models import AudienceType, CampaignStatus, Channel
 from messaging import content as contents
@@ -140,8 +140,19 @@ class AudienceSpecField(serializers.Field):
 
 
 # -- campaigns ---------------------------------------------------------------------------------
+NAME_MAX = 200
+
+
 class CampaignCreateIn(serializers.Serializer):
     sender_uid = IdField()
+    name = StrictCharField(
+        max_length=NAME_MAX,
+        required=False,
+        allow_blank=True,
+        default="",
+        trim_whitespace=True,
+        help_text=f"a label for operators (optional, at most {NAME_MAX} characters)",
+    )
     content = ContentField()
     audience = AudienceSpecField()
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.DAILY)
@@ -174,6 +185,7 @@ class CampaignOut(serializers.Serializer):
     """A ``bulk.selectors.campaign_progress`` dict."""
 
     id = IdField()
+    name = serializers.CharField(allow_blank=True, help_text="the operators' label; may be empty")
     sender_uid = IdField()
     msgkey = IdField(allow_null=True, help_text="the message; POST /messages/{msgkey}/recall")
     status = serializers.ChoiceField(choices=CampaignStatus.choices)

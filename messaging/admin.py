@@ -1,14 +1,17 @@
-"""Django admin for operators: messages (recall), conversations, follows, blocks, business/system
-accounts and the conversation-list cache's health page; groups and their members
+"""Django admin for operators: messages (recall; a message's page links to what sent it, through
+``MESSAGE_LINKS``, which bulk/admin.py fills with campaigns), conversations, follows, blocks,
+business/system accounts and the conversation-list cache's health page; groups and their members
 (``messaging/groups/admin.py``). ``InboxRow`` (composite key) is not
 registered.
 
-The tables are large, so lists never count them in full and search by exact id through an index
-(``api.paging.BigTableAdmin``) rather than a ``LIKE`` scan.
+The tables are large, so lists never count them in full, sort only by indexed columns and search
+by exact id through an index (``api.paging.BigTableAdmin``) rather than a ``LIKE`` scan. A recall
+is logged in the audit log (``api.audit``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -16,12 +19,27 @@ from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
+from api import audit
 from api.paging import BigTableAdmin, id_terms
 from messaging import services
 from messaging.convcache import prewarm
 from messaging.groups import admin as groups_admin  # noqa: F401 - registers the group admins
-from messaging.models import Account, Block, CacheHealth, Conversation, Follow, Message
+from messaging.models import (
+    Account,
+    Block,
+    CacheHealth,
+    Conversation,
+    Follow,
+    Message,
+    MessageStatus,
+)
+
+# Links from a message's page to what sent it, added by the apps above messaging (bulk/admin.py:
+# the campaigns whose content it is): each maps a message to (label, admin URL) pairs.
+MESSAGE_LINKS: list[Callable[[Message], list[tuple[str, str]]]] = []
 
 
 @admin.register(Message)
@@ -32,8 +50,15 @@ class MessageAdmin(BigTableAdmin):
     id_search_fields = ("msgkey", "sender_uid")
     search_help_text = "A msgkey or a sender uid."
     ordering = ("-msgkey",)
-    readonly_fields = ("msgkey", "sender_uid", "type", "body", "status", "created_at")
+    readonly_fields = ("msgkey", "sender_uid", "type", "body", "status", "created_at", "sent_in")
     actions = ("recall_selected",)
+
+    @admin.display(description="sent in")
+    def sent_in(self, message: Message) -> SafeString | str:
+        links = [link for find in MESSAGE_LINKS for link in find(message)]
+        if not links:
+            return "—"
+        return format_html_join(", ", '<a href="{}">{}</a>', ((url, text) for text, url in links))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # messages are sent through the API and campaigns, never typed in here
@@ -47,10 +72,18 @@ class MessageAdmin(BigTableAdmin):
 
     @admin.action(description="Recall selected messages", permissions=["change"])
     def recall_selected(self, request: HttpRequest, queryset: QuerySet[Message]) -> None:
-        keys = list(queryset.values_list("msgkey", flat=True))
-        for key in keys:
-            services.message_recall(msgkey=key, actor_uid=None, operator=True)
-        self.message_user(request, f"Recalled {len(keys)} message(s).", messages.SUCCESS)
+        # A recalled message is recalled again (that finishes what an interrupted recall left)
+        # but it is not a new action: only the first recall is counted and logged.
+        rows = list(queryset.only("msgkey", "sender_uid", "status"))
+        fresh = [m for m in rows if m.status != MessageStatus.RECALLED]
+        for message in rows:
+            services.message_recall(msgkey=message.msgkey, actor_uid=None, operator=True)
+        audit.record_many(request, fresh, "Recalled by an operator: every copy shows it recalled.")
+        if fresh:
+            self.message_user(request, f"Recalled {len(fresh)} message(s).", messages.SUCCESS)
+        if len(fresh) < len(rows):
+            text = f"Recall: {len(rows) - len(fresh)} message(s) were already recalled."
+            self.message_user(request, text, messages.INFO)
 
 
 @admin.register(Conversation)
@@ -106,7 +139,7 @@ class BlockAdmin(BigTableAdmin):
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(audit.AuditedAdmin):
     list_display = ("uid", "kind", "name")
     list_filter = ("kind",)
     search_fields = ("name",)

@@ -332,6 +332,10 @@ def test_recall_from_the_page_takes_the_message_back_and_shows_its_progress(
     assert half["recall"] == {"batches_done": 0, "batches": 3, "percent": 0}
     assert done["recall"] == {"batches_done": 3, "batches": 3, "percent": 100}
     assert "Recalled · 100% (3 / 3 batches)" in page
+    assert (
+        f'data-live="status" data-live-id="{campaign.pk}" class="">finished · message recalled<'
+        in page
+    )
     assert press(admin_client, campaign, "recall")[1] == [
         f"Campaign {campaign.pk}'s message was already recalled; any batch not yet recalled "
         "was enqueued again."

@@ -9,7 +9,7 @@ import pytest
 
 from bulk.models import Audience, Campaign
 from tests.api.factories import API, ClientApi
-from tests.bulk.helpers import Uids, body, campaigns_api, drive, received, shop
+from tests.bulk.helpers import Uids, body, campaigns_api, create, drive, received, shop
 
 pytestmark = pytest.mark.django_db
 
@@ -161,3 +161,22 @@ def test_malformed_json_answers_400(uids: Uids) -> None:
 
     assert status == 400
     assert answer["error"] == "malformed_json"
+
+
+def test_the_api_takes_and_returns_a_name(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    api = campaigns_api(sender)
+
+    named = create(api, sender, {"type": "uids", "uids": [fan]}, name="Spring sale")
+    unnamed = create(api, sender, {"type": "uids", "uids": [fan]})
+    status, too_long = api.call(
+        "POST", "/campaigns", body(sender, {"type": "uids", "uids": [fan]}, name="n" * 201)
+    )
+    _, listed = api.call("GET", "/campaigns")
+
+    assert (named["name"], unnamed["name"]) == ("Spring sale", "")
+    assert status == 400
+    assert (too_long["error"], list(too_long["fields"])) == ("invalid", ["name"])
+    assert [c["name"] for c in listed["results"]] == ["", "Spring sale"]
+    assert Campaign.objects.filter(sender_uid=sender).count() == 2

@@ -67,6 +67,18 @@ def test_send_to_followers_skips_those_who_blocked(uids: Uids) -> None:
     assert_delivered(sender, campaign, set(fans[1:]), set(fans[:1]))
 
 
+def test_a_named_campaign_keeps_its_name(uids: Uids) -> None:
+    sender, *fans = uids(3)
+    shop(sender)
+    follow(sender, fans)
+    output = run(
+        "campaign_send", "--sender", sender, "--text", "hi", "--followers", "--name", "Spring sale"
+    )
+    campaign = Campaign.objects.get(pk=created_id(output))
+    assert campaign.name == "Spring sale"
+    assert str(campaign).endswith("Spring sale")
+
+
 def test_send_to_a_uids_file_stores_it_as_an_audience(uids: Uids, tmp_path: Path) -> None:
     sender, a, b, c = uids(4)
     shop(sender)
@@ -226,6 +238,7 @@ def test_send_and_watch_on_real_workers(workers: Any, uids: Uids) -> None:
         (["--text", "hi", "--uids", "x,y"], "no valid uid"),
         (["--text", "hi", "--uids-file", "/nonexistent/uids.txt"], "Cannot read /nonexistent"),
         (["--text", "hi", "--followers", "--scheduled-at", "tomorrow"], "scheduled_at"),
+        (["--text", "hi", "--followers", "--name", "n" * 201], "name"),
     ],
 )
 def test_bad_input_is_one_readable_line(uids: Uids, args: list[str], says: str) -> None:

@@ -54,6 +54,7 @@ class Command(BaseCommand):
         parser.add_argument("--followed-after", metavar="ISO", help="with --followers")
         parser.add_argument("--followed-before", metavar="ISO", help="with --followers")
         parser.add_argument("--exclude-uids", metavar="4,5", type=csv_list, help="with --followers")
+        parser.add_argument("--name", default="", help="shown in the admin (at most 200 chars)")
         parser.add_argument("--channel", choices=["daily", "priority"], default="daily")
         parser.add_argument("--scheduled-at", metavar="ISO", help="start later")
         parser.add_argument("--dry-run", action="store_true", help="count, send nothing")
@@ -88,6 +89,7 @@ class Command(BaseCommand):
             audience_spec=data["audience"],
             channel=data["channel"],
             scheduled_at=data["scheduled_at"],
+            name=data.get("name") or "",
         )
         self.stdout.write(
             f"Campaign {campaign.pk} created: {campaign.status} on {campaign.channel}, "
@@ -121,6 +123,8 @@ class Command(BaseCommand):
             "channel": options["channel"],
             "scheduled_at": options["scheduled_at"],
         }
+        if options["name"]:
+            body["name"] = options["name"]
         _checked(body)  # the rest first: a bad option must not cost a stored --uids-file
         body["audience"] = self._audience(options)
         return _checked(body)

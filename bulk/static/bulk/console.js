@@ -21,7 +21,8 @@
 
   var TEXT = {
     status: function (b) {
-      return b.status + (b.pause_reason ? " (" + b.pause_reason + ")" : "");
+      return b.status + (b.pause_reason ? " (" + b.pause_reason + ")" : "") +
+        (b.recall ? " · message recalled" : "");
     },
     warning: function (b) {
       return b.no_worker ? "No worker consumes " + b.queue + " (" + num(b.queued || 0) + " tasks waiting)" : "";
