@@ -15,7 +15,9 @@ their parts, campaign totals) and exits non-zero if anything is off. Runs agains
 prefix ``bench``.
 
 ``--profile``: the workers keep per-stage batch timings (BULK_PROFILE, bulk/profile.py) and each
-run prints them as a table: ms per batch per stage and its share of the batch.
+run prints them as a table: ms per batch per stage and its share of the batch, then the CPU each
+kind of process used during the campaign (workers, MariaDB, its replica, Redis, HBase) per
+recipient: on 2 shared cores that total, not any one stage's wall time, sets the rate.
 ``--kill-one``: once a third of the recipients are delivered, one worker is killed with -9 (its
 whole process group) while it holds a batch; the script plays the beat (``bulk.sweep`` at its
 schedule) and prints the recovery time: from the kill until every batch the dead worker held is
@@ -237,6 +239,52 @@ def beat_until(campaign_id: int, orphans: dict[int, str]) -> float:
 
 
 # -- --profile ----------------------------------------------------------------------------------
+# -- --profile: CPU by process --------------------------------------------------------------------
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_role(workers: set[int]) -> dict[str, float]:
+    """CPU seconds used so far by each kind of process on the machine (/proc/<pid>/stat): the
+    benchmark's workers, MariaDB and its replica, the Redis of the data and broker, HBase (all
+    its JVMs), the Redis Cluster, and the rest (this script included)."""
+    used: dict[str, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                cmdline = cmd.read()
+        except OSError:  # exited meanwhile
+            continue
+        role = _role(int(entry), cmdline, workers)
+        used[role] = used.get(role, 0.0) + (int(fields[11]) + int(fields[12])) * TICK_S
+    return used
+
+
+def _role(pid: int, cmdline: bytes, workers: set[int]) -> str:
+    if pid in workers:
+        return "fan-out workers (Python)"
+    if b"mariadbd" in cmdline:
+        return "MariaDB replica" if b"replica" in cmdline else "MariaDB"
+    if b"redis-server" in cmdline:
+        return "Redis :6379 (data, broker)" if b":6379" in cmdline else "other Redis"
+    if cmdline.startswith(b"java"):
+        return "HBase (master+RS, Thrift)"
+    return "other (this script, system)"
+
+
+def print_cpu(before: dict[str, float], after: dict[str, float], recipients: int) -> None:
+    spent = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    total = sum(v for v in spent.values() if v > 0)
+    print(f"  CPU during the campaign: {total:.1f} s, {total / recipients * 1e6:.1f} µs/recipient")
+    for role, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        if seconds > 0:
+            per = seconds / recipients * 1e6
+            print(f"    {role:<30} {seconds:7.1f} s {per:7.1f} µs/recipient {seconds / total:6.1%}")
+
+
 def print_profile(campaign_id: int) -> None:
     found = profile.read(campaign_id)
     if not found.batches:
@@ -359,12 +407,16 @@ def bench(backend: str, n: int, base: int, args: argparse.Namespace) -> dict[str
     sender, recipients = base, range(base + 1, base + 1 + n)
     seed(sender, recipients)
     procs = start_workers(backend, workers, concurrency, profile=args.profile)
+    pids = {pid for proc in procs for pid in group(proc.pid)}
+    cpu_before = cpu_by_role(pids)
     try:
         seconds, campaign = run_campaign(sender, procs[0] if args.kill_one else None)
+        cpu_after = cpu_by_role(pids)
     finally:
         stop(procs)
     if args.profile:
         print_profile(campaign.pk)
+        print_cpu(cpu_before, cpu_after, n)
     problems = verify(backend, sender, recipients, campaign)
     raw = raw_rate(backend, sender, recipients, workers * concurrency)
     fanout = n / seconds
