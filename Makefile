@@ -53,6 +53,7 @@ services-down:
 
 test: $(VENV)/bin/activate
 	PYTHON=$(PY) scripts/services up
+	scripts/browser up
 	$(MAKE) $(VENV)/.test
 	$(MAKE) lint
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "not redis_cluster" $(PYTEST_ARGS)

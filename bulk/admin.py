@@ -74,11 +74,26 @@ def live_body(campaign: Campaign) -> dict[str, Any]:
 
 
 def figures_text(body: dict[str, Any]) -> str:
+    """While the audience is still being planned its total grows: "so far", no percentage."""
     skipped = body["skipped"]["quota"] + body["skipped"]["blocked"]
-    return (
-        f"{body['percent']}% · {body['delivered']:,} delivered · {skipped:,} skipped · "
-        f"{body['failed']:,} failed of {body['total']:,}"
-    )
+    counts = f"{body['delivered']:,} delivered · {skipped:,} skipped · {body['failed']:,} failed"
+    if not body["planned"] and body["status"] != CampaignStatus.FINISHED:
+        return f"{counts} of {body['total']:,} planned so far"
+    return f"{body['percent']}% · {counts} of {body['total']:,}"
+
+
+def bar_value(body: dict[str, Any]) -> SafeString:
+    """The bar's value attribute; none (an indeterminate bar) while the total still grows."""
+    if not body["planned"] and body["status"] != CampaignStatus.FINISHED:
+        return SafeString("")
+    return format_html('value="{}"', body["percent"])
+
+
+RATE_MEANS = (
+    "Recipients processed (delivered, skipped or failed) per second over the last seconds shown; "
+    "the channel's token bucket lets a campaign run briefly above the channel's rate after a "
+    "quiet spell (its burst), so this can exceed it for a few seconds."
+)
 
 
 def rate_text(body: dict[str, Any]) -> str:
@@ -373,11 +388,11 @@ class CampaignAdmin(BigTableAdmin):
             f"dropped: {skipped['invalid']:,} invalid, {skipped['duplicate']:,} duplicate"
         )
         return format_html(
-            '<progress data-live="bar" data-live-id="{}" value="{}" max="100"></progress>'
+            '<progress data-live="bar" data-live-id="{}" {} max="100"></progress>'
             '<br><span data-live="figures" data-live-id="{}" title="{}">{}</span>'
             "<br>{}",
             campaign.pk,
-            body["percent"],
+            bar_value(body),
             campaign.pk,
             detail,
             figures_text(body),
@@ -386,7 +401,11 @@ class CampaignAdmin(BigTableAdmin):
 
     @admin.display(description="recipients/s")
     def rate(self, campaign: Campaign) -> SafeString:
-        return live_span(campaign, "rate", rate_text(live_body(campaign)))
+        return format_html(
+            '<span title="{}">{}</span>',
+            RATE_MEANS,
+            live_span(campaign, "rate", rate_text(live_body(campaign))),
+        )
 
     @admin.display(description="eta")
     def eta(self, campaign: Campaign) -> SafeString:

@@ -7,6 +7,8 @@ so they are the ledger's exact totals at that moment):
   recipients), ``delivered``, ``skipped`` by reason (``quota`` and ``blocked`` are recipients;
   ``invalid`` and ``duplicate`` are lines of the audience that never became recipients, so they
   are not in ``total``), ``failed``, ``processed`` = delivered + skipped quota/blocked + failed;
+- ``planned``: False while the planner is still walking the audience: ``total`` is then the
+  recipients planned so far and grows, so the console says "so far" and shows no percentage;
 - ``percent``: processed / total (0-100; 100 once finished);
 - ``rate``: recipients completed per second over the last seconds, ``{"per_s", "over_s"}``:
   each read of a running campaign adds a sample (time, processed) to ``live:{c:<id>}`` (Redis,
@@ -80,6 +82,7 @@ def _body(
         "pause_reason": campaign.pause_reason or None,
         "channel": campaign.channel,
         "total": campaign.total,
+        "planned": campaign.planned,
         "delivered": campaign.delivered,
         "skipped": skipped_by_reason(campaign),
         "failed": campaign.failed,

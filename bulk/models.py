@@ -182,6 +182,7 @@ class CampaignBatch(models.Model):
     )
 
     class Meta:
+        verbose_name_plural = "campaign batches"
         constraints = [
             models.UniqueConstraint(fields=["campaign", "index"], name="uniq_batch_index")
         ]

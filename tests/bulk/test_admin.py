@@ -52,7 +52,7 @@ def test_the_campaign_list_shows_progress_and_filters(admin_client: Client, uids
 
     assert f'data-live-id="{finished.pk}" value="100" max="100"></progress>' in page
     assert "100% · 4 delivered · 0 skipped · 0 failed of 4" in page
-    assert "0% · 0 delivered · 0 skipped · 0 failed of 0" in page  # not planned yet
+    assert "0 delivered · 0 skipped · 0 failed of 0 planned so far" in page  # still planning
     assert f"/admin/bulk/campaign/{running.pk}/change/" in page
     assert f"/admin/bulk/campaign/{finished.pk}/change/" in only_finished
     assert f"/admin/bulk/campaign/{running.pk}/change/" not in only_finished

@@ -15,6 +15,11 @@
     return Number(x).toLocaleString("en-US");
   }
 
+  // The audience is still being planned: its total grows, so no percentage yet.
+  function planning(b) {
+    return !b.planned && b.status !== "finished";
+  }
+
   function pad(x) {
     return (x < 10 ? "0" : "") + x;
   }
@@ -29,8 +34,10 @@
     },
     figures: function (b) {
       var skipped = b.skipped.quota + b.skipped.blocked;
-      return b.percent + "% · " + num(b.delivered) + " delivered · " + num(skipped) + " skipped · " +
-        num(b.failed) + " failed of " + num(b.total);
+      var counts = num(b.delivered) + " delivered · " + num(skipped) + " skipped · " +
+        num(b.failed) + " failed";
+      if (planning(b)) { return counts + " of " + num(b.total) + " planned so far"; }
+      return b.percent + "% · " + counts + " of " + num(b.total);
     },
     recall: function (b) {
       var r = b.recall;
@@ -73,7 +80,7 @@
     document.querySelectorAll(selector).forEach(function (el) {
       var field = el.getAttribute("data-live");
       if (field === "bar") {
-        el.value = body.percent;
+        if (planning(body)) { el.removeAttribute("value"); } else { el.value = body.percent; }
       } else if (TEXT[field]) {
         var text = TEXT[field](body);
         if (el.textContent !== text) { el.textContent = text; }
