@@ -31,8 +31,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import repeat
-from operator import sub
+from itertools import chain, repeat
+from operator import and_, le, lt, sub
 from typing import Any
 
 import hiredis
@@ -258,64 +258,99 @@ def _packed_mget(joined_gids: bytes) -> Packed:
     return Packed(hiredis.pack_command(("MGET", *names)))  # type: ignore[arg-type]
 
 
-# The common tally on the raw bytes, every group at once: positions ``<read>||`` (nothing
-# mentioned or hidden) and summaries ``<max>||<cut>|<sort key>`` (nothing recalled). Checked and
-# split by C-level bytes calls, the numbers read by one ``json.loads`` each, the reads kept per
-# distinct positions reply; no Python-level loop per group. Measured for 500 groups: 133 µs per
-# request in the per-group loop (``raw_totals``), ~40 µs here.
+# The tally on the raw bytes, every group at once: positions ``<read>|<mentions>|<hidden>`` and
+# summaries ``<max>|<recalled>|<cut>|<sort key>`` are split by C-level bytes calls and their
+# numbers read by one ``json.loads`` each; unread is summed by ``map`` and mentions counted the
+# same way over the groups that have some. What comes from the positions is kept per distinct
+# positions reply (a member's positions change when they read, the summaries at every send).
+# Only groups with hidden or recalled messages (rare) go through ``summary_tally`` one by one.
+# Measured for a member of 500 groups, 50 of them with a mention: 216 µs per request in the
+# per-group loop, ~90 µs here (in process).
+POSITION_FIELDS = 3
 SUMMARY_FIELDS = 4
 
 
-def common_unread(values: Sequence[bytes], summaries: Sequence[bytes | None]) -> int | None:
-    """Unread over groups whose positions and summaries are all the common case; None when any
-    is not (or a summary is missing): the caller then counts group by group."""
-    if not values:
-        return 0
-    if None in summaries:
-        return None
-    reads = _common_reads(b"\n".join(values) + b"\n", len(values))
-    if reads is None:
-        return None
-    fields = b"|".join(summaries).split(b"|")  # type: ignore[arg-type]
-    if len(fields) != SUMMARY_FIELDS * len(values) or any(fields[1::SUMMARY_FIELDS]):
-        return None  # a summary of another shape, or with recalls
-    maxes: list[int] = json.loads(b"[" + b",".join(fields[::SUMMARY_FIELDS]) + b"]")
-    if min(map(sub, maxes, reads)) >= 0:  # the usual case: nobody read past a summary
-        return sum(maxes) - sum(reads)
-    return sum(map(max, map(sub, maxes, reads), repeat(0)))
+@dataclass(frozen=True)
+class RawPositions:
+    """A member's positions, split once: read seqs, the groups with hidden messages, and the
+    mention seqs of the groups with mentions (``low``: each mention's group read seq)."""
 
-
-@lru_cache(maxsize=PACKED_KEPT)
-def _common_reads(joined: bytes, count: int) -> list[int] | None:
-    """The read seqs of ``count`` newline-ended positions, or None unless all are ``<read>||``."""
-    if joined.count(b"||\n") != count:
-        return None
-    reads: list[int] = json.loads(b"[" + joined.replace(b"||\n", b",")[:-1] + b"]")
-    return reads
+    reads: list[int]
+    hidden: set[int]
+    mentioned: list[int]
+    counts: list[int]
+    seqs: list[int]
+    low: list[int]
 
 
 def raw_totals(plan: RawPlan, replies: Sequence[Sequence[bytes | None]]) -> tuple[int, int] | None:
-    """(unread, mentions) over the member's groups, as ``fast_totals`` counts them; None when a
-    summary is missing or lacks recalls the member needs (the view answers). All groups in the
-    common case (``common_unread``): no mentions, and unread in one pass; otherwise group by
-    group, the common ones by one subtraction, the rest through ``summary_tally``."""
+    """(unread, mentions) over the member's groups, exactly as ``fast_totals`` counts them; None
+    when a summary is missing or lacks recalls the member needs (the view answers)."""
     flat = [value for reply in replies for value in reply]
     if plan.order is not plan.gids:  # a cluster: the MGETs went per slot
         by_gid = dict(zip(plan.order, flat, strict=True))
         flat = [by_gid[gid] for gid in plan.gids]
-    common = common_unread(plan.values, flat)
-    if common is not None:
-        return common, 0
-    unread = mentions = 0
-    for position, summary in zip(plan.values, flat, strict=True):
-        if summary is None:
+    if not flat:
+        return 0, 0
+    if None in flat:
+        return None
+    summaries: list[bytes] = flat  # type: ignore[assignment]
+    positions = _raw_positions(b"|".join(plan.values), len(summaries))
+    sf = b"|".join(summaries).split(b"|")
+    if positions is None or len(sf) != SUMMARY_FIELDS * len(summaries):
+        return _one_by_one(plan.values, summaries)  # a value of another shape
+    maxes = _ints(sf[::SUMMARY_FIELDS])
+    special = positions.hidden | _with_any(sf[1::SUMMARY_FIELDS])
+    behind = list(map(sub, maxes, positions.reads))
+    unread = sum(behind) if min(behind) >= 0 else sum(map(max, behind, repeat(0)))
+    mentions = _mentions(positions, maxes, special)
+    for i in special:  # hidden or recalled messages: counted exactly, group by group
+        counted = summary_tally(parse_position(plan.values[i]), parse_summary(summaries[i]))
+        if counted is None:
             return None
-        if position[-2:] == b"||":
-            max_seq, recalled, _ = summary.split(b"|", 2)
-            if not recalled:
-                behind = int(max_seq) - int(position[:-2])
-                unread += behind if behind > 0 else 0
-                continue
+        unread += counted.unread - max(0, behind[i])
+        mentions += counted.mentions
+    return unread, mentions
+
+
+@lru_cache(maxsize=PACKED_KEPT)
+def _raw_positions(joined: bytes, count: int) -> RawPositions | None:
+    fields = joined.split(b"|")
+    if len(fields) != POSITION_FIELDS * count:
+        return None
+    reads = _ints(fields[::POSITION_FIELDS])
+    mentioned = sorted(_with_any(fields[1::POSITION_FIELDS]))
+    lists = [fields[POSITION_FIELDS * i + 1] for i in mentioned]
+    counts = [m.count(b",") + 1 for m in lists]
+    seqs = _ints(b",".join(lists).split(b",")) if lists else []
+    low = list(chain.from_iterable(map(repeat, (reads[i] for i in mentioned), counts)))
+    hidden = _with_any(fields[2::POSITION_FIELDS])
+    return RawPositions(reads, hidden, mentioned, counts, seqs, low)
+
+
+def _ints(fields: list[bytes]) -> list[int]:
+    found: list[int] = json.loads(b"[" + b",".join(fields) + b"]")
+    return found
+
+
+def _with_any(fields: list[bytes]) -> set[int]:
+    """The indexes of the non-empty fields (none, the usual answer, in one C-level ``any``)."""
+    return set(filter(fields.__getitem__, range(len(fields)))) if any(fields) else set()
+
+
+def _mentions(positions: RawPositions, maxes: list[int], special: set[int]) -> int:
+    """Mention seqs ``s`` with ``read < s <= max`` over the mentioned groups not in ``special``
+    (those are counted by ``summary_tally``)."""
+    if not positions.mentioned:
+        return 0
+    high_each = (0 if i in special else maxes[i] for i in positions.mentioned)
+    high = list(chain.from_iterable(map(repeat, high_each, positions.counts)))
+    return sum(map(and_, map(lt, positions.low, positions.seqs), map(le, positions.seqs, high)))
+
+
+def _one_by_one(values: Sequence[bytes], summaries: Sequence[bytes]) -> tuple[int, int] | None:
+    unread = mentions = 0
+    for position, summary in zip(values, summaries, strict=True):
         counted = summary_tally(parse_position(position), parse_summary(summary))
         if counted is None:
             return None

@@ -4,6 +4,7 @@ view. ``unread_rebuild`` repairs group positions and mention markers."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from io import StringIO
 from typing import Any
@@ -191,7 +192,7 @@ def test_the_fast_path_counts_a_member_of_many_plain_groups_as_the_view_does(
     stack: Stack, api: GroupsApi, bff: ClientApi, uids: Uids
 ) -> None:
     """Enough groups for the packed MGET (``state.PACK_FROM``), none with a mention, a hidden
-    message or a recall: the fast path's one-pass count (``state.common_unread``), kept right
+    message or a recall: the fast path's one-pass count (``state.raw_totals``), kept right
     as a read moves a position and a send moves a summary."""
     owner, me = uids(2)
     gids = [api.created(owner, [me]) for _ in range(state.PACK_FROM + 6)]
@@ -213,15 +214,46 @@ def test_the_fast_path_counts_a_member_of_many_plain_groups_as_the_view_does(
     assert moved.json["by_category"]["group"] == first.json["by_category"]["group"] - 3 + 1
 
 
-def test_the_one_pass_count_hands_anything_but_the_plain_case_back() -> None:
-    plain = [b"4||0|9", b"7||1|9"]
-    assert state.common_unread([b"1||", b"2||"], plain) == 3 + 5
-    assert state.common_unread([b"6||", b"2||"], plain) == 0 + 5  # read past it: never negative
-    assert state.common_unread([b"1||", b"2||"], [b"4|3|0|9", b"7||1|9"]) is None  # a recall
-    assert state.common_unread([b"1|3|", b"2||"], plain) is None  # a mention
-    assert state.common_unread([b"1||3", b"2||"], plain) is None  # a hidden message
-    assert state.common_unread([b"1||", b"2||"], [b"4||0|9", None]) is None  # no summary
-    assert state.common_unread([b"1||", b"2||"], [b"4||0", b"7||1|9"]) is None  # an old shape
+def _position(rng: random.Random, read: int) -> bytes:
+    mentions = sorted(rng.sample(range(1, 40), rng.choice([0, 0, 0, 1, 2])))
+    hidden = sorted(rng.sample(range(1, 40), rng.choice([0, 0, 0, 0, 1])))
+    return b"%d|%s|%s" % (read, _csv(mentions), _csv(hidden))
+
+
+def _summary(rng: random.Random, max_seq: int) -> bytes:
+    recalled = sorted(rng.sample(range(1, max_seq + 1), min(max_seq, rng.choice([0, 0, 0, 1]))))
+    cut = rng.choice([0, 0, 1]) if recalled else 0  # recalls dropped: some are always kept
+    return b"%d|%s|%d|%d" % (max_seq, _csv(recalled), cut, 17)
+
+
+def _csv(seqs: list[int]) -> bytes:
+    return b",".join(b"%d" % s for s in seqs)
+
+
+def test_the_one_pass_count_equals_the_group_by_group_count() -> None:
+    """Random members of up to 600 groups (mentions, hidden and recalled messages, reads past a
+    summary, summaries that dropped recalls): the fast path's one pass over the raw replies
+    (``state.raw_totals``) counts exactly what ``summary_tally`` counts group by group."""
+    rng = random.Random(12)
+    for _ in range(300):
+        groups = rng.choice([1, 2, 5, 50, 600])
+        maxes = [rng.randrange(0, 30) for _ in range(groups)]
+        values = [_position(rng, rng.randrange(0, 32)) for _ in range(groups)]
+        summaries = [_summary(rng, m) for m in maxes]
+        gids = [b"%d" % (9000 + g) for g in range(groups)]
+        plan = state.RawPlan(gids, values, [], gids)
+        expected = state._one_by_one(values, summaries)  # the reference
+        assert state.raw_totals(plan, [summaries]) == expected, (values, summaries)
+
+
+def test_a_missing_summary_or_another_shape_hands_the_count_back() -> None:
+    gids = [b"1", b"2"]
+    plan = state.RawPlan(gids, [b"1||", b"2||"], [], gids)
+    assert state.raw_totals(plan, [[b"4||0|9", b"7||1|9"]]) == (3 + 5, 0)
+    assert state.raw_totals(plan, [[b"4||0|9", None]]) is None  # no summary: Django answers
+    assert state.raw_totals(plan, [[b"4||0", b"7||1|9"]]) == (3 + 5, 0)  # an older shape
+    past = state.RawPlan(gids, [b"6||", b"2|3,9|"], [], gids)
+    assert state.raw_totals(past, [[b"4||0|9", b"7||1|9"]]) == (0 + 5, 1)  # never negative
 
 
 def test_a_missing_head_sends_the_fast_path_to_django_which_rebuilds_it(
