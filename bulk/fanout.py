@@ -190,7 +190,7 @@ def _run(batch: CampaignBatch | None) -> BatchRun:
         return BatchRun("inactive")  # paused or cancelled: the batch stays pending
     # Tokens before the lease: a lease counts an attempt, and waiting for the rate limit (the
     # normal state of a busy channel) must not use up the attempts kept for real failures.
-    wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size)
+    wait_ms = quotas.take_tokens(batch.campaign.channel, batch.size, batch.campaign_id)
     stages.lap("tokens")
     if wait_ms:  # it re-sends itself: the sweep need not until it is due (one UPDATE)
         due = timezone.now() + timedelta(milliseconds=wait_ms)

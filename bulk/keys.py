@@ -7,6 +7,9 @@ budget:{q:<sender>}:<yyyymmdd>         the sender's recipients used today on the
 quota:{q:<sender>}:done:<c>:<b>        the stored outcome of batch b of campaign c: a redelivered
                                        batch gets the same answer and consumes nothing twice.
 bucket:{ch:<channel>}                  token bucket of a channel (tokens, last refill ms).
+bucket:{ch:<channel>}:active           sorted set: campaigns that asked the channel for tokens ->
+                                       last ask (ms); those of the last FAIR_WINDOW_MS share it.
+bucket:{ch:<channel>}:c:<campaign>     the campaign's own bucket: rate / active campaigns.
 profile:{c:<campaign>}                 hash stage -> microseconds summed over the campaign's
                                        batches, plus _batches and _recipients (BULK_PROFILE).
 live:{c:<campaign>}                    sorted set of progress samples "<ms>:<processed>" scored by
@@ -38,6 +41,14 @@ def batch_outcome(sender: int, campaign_id: int, index: int) -> str:
 
 def token_bucket(channel: str) -> str:
     return f"bucket:{{ch:{channel}}}"
+
+
+def channel_active(channel: str) -> str:
+    return f"{token_bucket(channel)}:active"
+
+
+def campaign_bucket(channel: str, campaign: int) -> str:
+    return f"{token_bucket(channel)}:c:{campaign}"
 
 
 def batch_profile(campaign_id: int) -> str:

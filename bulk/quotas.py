@@ -27,7 +27,6 @@ from django.db.models import Model
 
 from bulk import keys, lua
 from bulk.models import Channel, ChannelSetting, SenderPolicy
-from config import luascripts
 from config.redis import get_redis
 
 M = TypeVar("M", bound=Model)
@@ -151,14 +150,24 @@ def channel_setting(channel: str) -> ChannelSetting:
     return found or ChannelSetting(channel=channel, rate_per_s=DEFAULT_RATES[Channel(channel)])
 
 
-def take_tokens(channel: str, count: int) -> int:
-    """Take ``count`` tokens from the channel's bucket; returns 0 or the ms to wait."""
+FAIR_WINDOW_MS = 2000  # a campaign that asked for tokens this recently shares the channel
+
+
+def take_tokens(channel: str, count: int, campaign: int) -> int:
+    """Take ``count`` tokens for ``campaign`` on its channel; returns 0 or the ms to wait.
+
+    Fair share (``lua/fair_tokens.lua``): the campaigns that asked in the last FAIR_WINDOW_MS
+    each draw at most rate / n from their own bucket, and every take also comes out of the
+    channel's bucket. Measured in ``make demo``: without it, a 3,000-recipient campaign launched
+    while a 100,000-recipient one held 16 throttled batches got 496 of the channel's 3,500
+    recipients/s (its 3 batches against 16 in the race for tokens)."""
     setting = channel_setting(channel)
     capacity = max(setting.rate_per_s, setting.batch_size, count)
-    return luascripts.take_tokens(
+    script_keys = [
         keys.token_bucket(channel),
-        rate_per_s=setting.rate_per_s,
-        capacity=capacity,
-        want=count,
-        now_ms=time.time_ns() // 1_000_000,
-    )
+        keys.channel_active(channel),
+        keys.campaign_bucket(channel, campaign),
+    ]
+    now_ms = time.time_ns() // 1_000_000
+    args = [setting.rate_per_s, capacity, count, now_ms, campaign, FAIR_WINDOW_MS]
+    return int(lua.call("fair_tokens", script_keys, args))

@@ -208,6 +208,22 @@ def test_a_campaign_whose_first_plan_task_was_lost_is_planned_by_the_sweep(uids)
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
+def test_a_campaign_that_just_took_the_channels_tokens_waits_longer_than_one_that_took_none(
+    uids,
+) -> None:
+    """The channel's rate is shared by the campaigns drawing on it: after the big campaign
+    drained the bucket, the one that has taken nothing is due first, the big one only once its
+    own share (half the rate) has refilled."""
+    ChannelSetting.objects.create(channel="daily", rate_per_s=1000, batch_size=500)
+    big, small = uids(2)
+    assert quotas.take_tokens("daily", 1000, big) == 0  # alone: the whole burst
+    small_wait = quotas.take_tokens("daily", 500, small)
+    big_wait = quotas.take_tokens("daily", 500, big)
+    assert 0 < small_wait <= 600  # the channel's bucket refills at 1,000/s
+    assert big_wait >= 700  # its own bucket refills at 1,000 / 2 campaigns per second
+    assert big_wait > small_wait
+
+
 def test_waiting_for_the_rate_limit_uses_none_of_a_batchs_attempts(uids, monkeypatch) -> None:
     """On a busy channel a batch meets an empty token bucket again and again; those waits are
     not failures, so one transient error afterwards is retried, not the batch given up."""
@@ -216,7 +232,8 @@ def test_waiting_for_the_rate_limit_uses_none_of_a_batchs_attempts(uids, monkeyp
     fanout.campaign_plan_step(campaign.pk)
     batch = CampaignBatch.objects.get(campaign=campaign)
     ChannelSetting.objects.create(channel="daily", rate_per_s=1, batch_size=1000)
-    assert quotas.take_tokens("daily", 1000) == 0  # another campaign took the whole bucket
+    other_campaign = campaign.pk + 1_000_000
+    assert quotas.take_tokens("daily", 1000, other_campaign) == 0  # it took the whole bucket
     for _ in range(fanout.MAX_ATTEMPTS + 1):
         assert fanout.batch_run(batch.pk).state == "throttled"
 
