@@ -1,12 +1,12 @@
 """The workers' side of a campaign: plan its batches, run one batch, sweep what dead workers left.
 
 Flow (DESIGN.md "Bulk campaign flow"): ``campaign_plan_step`` walks the audience with a keyset
-cursor and writes batches of ~1,000 recipients into the ledger, then enqueues them on the
-campaign's channel queue; ``batch_run`` leases one batch, paces it through the channel's token
-bucket, admits it against quotas and budget in one Lua call, fans it out
-(messaging.services.deliver_many) and completes it in the ledger. Every step is idempotent;
-``sweep`` (beat, every second) re-enqueues what a dead worker left behind, starts scheduled
-campaigns and resumes those the daily budget paused.
+cursor and writes batches of the channel's batch size (settings.BULK_BATCH_SIZE unless set) into
+the ledger, then enqueues them on the campaign's channel queue; ``batch_run`` leases one batch,
+paces it through the channel's token bucket, admits it against quotas and budget in one Lua
+call, fans it out (messaging.services.deliver_many) and completes it in the ledger. Every step
+is idempotent; ``sweep`` (beat, every second) re-enqueues what a dead worker left behind, starts
+scheduled campaigns and resumes those the daily budget paused.
 
 Recovery in seconds: a batch's lease is short (BULK_LEASE_S, 5 s) and renewed by its process's
 heartbeat while the batch works (bulk/ledger.py), so a live worker keeps a slow batch and a dead

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 
 
@@ -82,10 +83,16 @@ class SenderPolicy(models.Model):
         return f"policy of {self.sender_uid}"
 
 
+def default_batch_size() -> int:
+    """A new channel's recipients per batch: ``settings.BULK_BATCH_SIZE`` (chosen by measurement,
+    config/settings.py)."""
+    return int(settings.BULK_BATCH_SIZE)
+
+
 class ChannelSetting(models.Model):
     channel = models.CharField(max_length=10, choices=Channel.choices, primary_key=True)
     rate_per_s = models.PositiveIntegerField(help_text="recipients per second, all campaigns")
-    batch_size = models.PositiveIntegerField(default=1000)
+    batch_size = models.PositiveIntegerField(default=default_batch_size)
 
     def __str__(self) -> str:
         return f"{self.channel}: {self.rate_per_s}/s"

@@ -168,6 +168,14 @@ BULK_LEASE_S = env_int("BULK_LEASE_S", 5)
 # share its queue and tokens fairly (bulk/fanout.py campaign_plan_step). At least the channel's
 # worker processes (a campaign alone gets them all), or some go idle.
 BULK_CHANNEL_OPEN_BATCHES = env_int("BULK_CHANNEL_OPEN_BATCHES", 16)
+# Recipients per batch on a channel without its own setting, chosen by measurement
+# (scripts/bench_fanout.py --batch-size, 200,000 recipients, 4 workers, medians of 3, SQL / HBase
+# inbox, 24 Nov 2026): 1,000 -> 38,988 / 33,823/s; 2,000 -> 45,516/s (SQL); 4,000 -> 52,883 /
+# 42,219/s; 8,000 -> 51,245 / 41,581/s. A batch's fixed costs (load, tokens, lease, ledger, one
+# statement per table) are spread over more recipients up to ~4,000; past that nothing is gained
+# and one batch holds Redis longer. `make test` plans 1,000-recipient batches (Makefile TEST_ENV)
+# so that its scenarios of a few thousand recipients still span several batches.
+BULK_BATCH_SIZE = env_int("BULK_BATCH_SIZE", 4000)
 # Keep each campaign's per-stage batch timings in Redis (bulk/profile.py; bench_fanout --profile).
 BULK_PROFILE = env("BULK_PROFILE", "0") == "1"
 # A store that does not answer (config/outages.py) never fails a batch: the batch is put back and

@@ -439,7 +439,7 @@ def main() -> None:
     # 23,500-27,400/s; three and six were within noise of four).
     parser.add_argument("--workers", type=int, default=4, help="worker processes")
     parser.add_argument("--concurrency", type=int, default=1, help="pool size per worker")
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=settings.BULK_BATCH_SIZE)
     parser.add_argument("--repeat", type=int, default=1, help="runs per backend (median)")
     parser.add_argument("--profile", action="store_true", help="per-stage batch timings")
     parser.add_argument(
