@@ -73,18 +73,23 @@ def live_body(campaign: Campaign) -> dict[str, Any]:
     return body
 
 
+def planning(body: dict[str, Any]) -> bool:
+    """The audience is still being planned: ``total`` grows (console.js has the same test)."""
+    return not body["planned"] and body["status"] != CampaignStatus.FINISHED
+
+
 def figures_text(body: dict[str, Any]) -> str:
     """While the audience is still being planned its total grows: "so far", no percentage."""
     skipped = body["skipped"]["quota"] + body["skipped"]["blocked"]
     counts = f"{body['delivered']:,} delivered · {skipped:,} skipped · {body['failed']:,} failed"
-    if not body["planned"] and body["status"] != CampaignStatus.FINISHED:
+    if planning(body):
         return f"{counts} of {body['total']:,} planned so far"
     return f"{body['percent']}% · {counts} of {body['total']:,}"
 
 
 def bar_value(body: dict[str, Any]) -> SafeString:
     """The bar's value attribute; none (an indeterminate bar) while the total still grows."""
-    if not body["planned"] and body["status"] != CampaignStatus.FINISHED:
+    if planning(body):
         return SafeString("")
     return format_html('value="{}"', body["percent"])
 
