@@ -41,21 +41,20 @@ def _values(chunk: Sequence[ConversationTouch], mtime: int) -> str:
     )
 
 
-def _owners_select(chunk: Sequence[ConversationTouch], mtime: int) -> str:
+def _owners_select(owners: Sequence[int], peer: int, category: str, msgkey: int, mtime: int) -> str:
     """One peer's message to many owners (a bulk batch) on MariaDB: the owners as a JSON_TABLE and
     the rest once (config/sqlvalues.json_ids; 9.3 → 6.0 ms of server CPU per 1,000 rows)."""
-    t = chunk[0]
-    category, msgkey = choice(t.category, CATEGORIES), f"{t.msgkey:d}"
+    quoted, key = choice(category, CATEGORIES), f"{msgkey:d}"
     return (
-        f"SELECT j.o, {t.peer:d}, {category}, {msgkey}, {msgkey}, 0, 0, 0, {mtime:d} "
-        f"FROM {json_ids((t.owner for t in chunk), 'o')} AS j"
+        f"SELECT j.o, {peer:d}, {quoted}, {key}, {key}, 0, 0, 0, {mtime:d} "
+        f"FROM {json_ids(owners, 'o')} AS j"
     )
 
 
 def _rows_source(chunk: Sequence[ConversationTouch], mtime: int) -> str:
     shared = chunk[0][1:]
     if connection.vendor == "mysql" and all(t[1:] == shared for t in chunk):
-        return _owners_select(chunk, mtime)
+        return _owners_select([t.owner for t in chunk], *shared, mtime)
     return f"VALUES {_values(chunk, mtime)}"
 
 
@@ -86,6 +85,22 @@ def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
             cur.execute(_sql(_rows_source(touches[start : start + CHUNK], mtime)))
+
+
+def conversations_touch_owners(
+    owners: Sequence[int], peer: int, category: str, msgkey: int, mtime: int
+) -> None:
+    """``conversations_touch_many`` for one peer's message to many owners (a bulk batch), without
+    a touch per owner on MariaDB; same rows, same lock order (owners ascending)."""
+    if connection.vendor != "mysql":
+        touches = [ConversationTouch(o, peer, category, msgkey) for o in owners]
+        conversations_touch_many(touches, mtime)
+        return
+    ordered = sorted(owners)
+    with connection.cursor() as cur:
+        for start in range(0, len(ordered), CHUNK):
+            chunk = ordered[start : start + CHUNK]
+            cur.execute(_sql(_owners_select(chunk, peer, category, msgkey, mtime)))
 
 
 def read_positions(owners: Sequence[int], peer: int) -> dict[int, int]:

@@ -30,6 +30,7 @@ from messaging.conversations import (
     ConversationTouch,
     conversations_bump_many,
     conversations_touch_many,
+    conversations_touch_owners,
 )
 from messaging.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
 from messaging.events import publish_into
@@ -88,19 +89,16 @@ def deliver_many(
     sender_category: str | None = None,
 ) -> None:
     """Write ``msgkey`` into every receiver's timeline (and the sender's, for 1:1)."""
-    entries = [InboxEntry(r, sender_uid, msgkey, RECEIVED) for r in receiver_uids]
-    touches = [ConversationTouch(r, sender_uid, category, msgkey) for r in receiver_uids]
-    if with_outbox:
-        entries += [InboxEntry(sender_uid, r, msgkey, SENT) for r in receiver_uids]
-        side = sender_category or Category.STRANGER
-        touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
     # stages.lap: a bulk batch's per-stage profile (bulk/profile.py); nothing when none is open
-    with transaction.atomic():  # one commit for the rows and the conversations
-        get_inbox().add_many(entries)
-        stages.lap("inbox write")
-        conversations_touch_many(touches, keys.now_ms())
-    stages.lap("conversation upsert")
-    convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
+    if with_outbox:
+        _write_with_outbox(sender_uid, receiver_uids, msgkey, category, sender_category)
+    else:  # a bulk batch: rows built from the owners, no object per receiver
+        with transaction.atomic():  # one commit for the rows and the conversations
+            get_inbox().add_received(receiver_uids, sender_uid, msgkey)
+            stages.lap("inbox write")
+            conversations_touch_owners(receiver_uids, sender_uid, category, msgkey, keys.now_ms())
+        stages.lap("conversation upsert")
+        convcache.refresh_owners(receiver_uids, sender_uid, delivered=len(receiver_uids))
     stages.lap("conversation-list cache")
     pipe = get_redis().pipeline(transaction=False)  # counters and events: one round trip
     unread_incr_many(
@@ -115,6 +113,25 @@ def deliver_many(
     stages.lap("events")
     pipe.execute()
     stages.lap("unread + events round trip")
+
+
+def _write_with_outbox(
+    sender_uid: int,
+    receiver_uids: Sequence[int],
+    msgkey: int,
+    category: str,
+    sender_category: str | None,
+) -> None:
+    """Both sides' rows and conversations (a 1:1 send), then their cache push."""
+    entries = [InboxEntry(r, sender_uid, msgkey, RECEIVED) for r in receiver_uids]
+    entries += [InboxEntry(sender_uid, r, msgkey, SENT) for r in receiver_uids]
+    side = sender_category or Category.STRANGER
+    touches = [ConversationTouch(r, sender_uid, category, msgkey) for r in receiver_uids]
+    touches += [ConversationTouch(sender_uid, r, side, msgkey) for r in receiver_uids]
+    with transaction.atomic():
+        get_inbox().add_many(entries)
+        conversations_touch_many(touches, keys.now_ms())
+    convcache.refresh([(t.owner, t.peer) for t in touches], delivered=len(receiver_uids))
 
 
 # -- 1:1 send ------------------------------------------------------------------------------------

@@ -69,6 +69,23 @@ def refresh(pairs: Iterable[Pair], *, delivered: int = 0) -> None:
         _push_for(metas, generations, mysql_tier.current(cached))
 
 
+def refresh_owners(owners: Sequence[int], peer: int, *, delivered: int = 0) -> None:
+    """``refresh`` of (owner, peer) for every owner (one peer's message to a bulk batch), without
+    the pairs: the probe needs only the owners, and most of them have no cache."""
+    if len(owners) <= BURST_MAX_PAIRS:
+        refresh([(o, peer) for o in owners], delivered=delivered)
+        return
+    if delivered:
+        metrics.inc("fanout_recipients", delivered)
+    if not redis_tier.enabled():
+        return
+    unique = list(dict.fromkeys(owners))
+    metas, generations = _probe_bulk(unique)
+    cached = [(o, peer) for o in unique if generations.get(o) or o in metas]
+    if cached:
+        _push_for(metas, generations, mysql_tier.current(cached))
+
+
 def forget(owner: int, peer: int, version: int) -> None:
     """The conversation is gone; ``version`` must exceed its last mtime (mtime + 1)."""
     if not redis_tier.enabled():

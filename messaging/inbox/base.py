@@ -6,7 +6,7 @@ Writes are idempotent: the same (owner, peer, msgkey) written twice is one entry
 
 Backends implement five primitives; the public API below is built on them:
   ``_put(entries)``, ``_scan(owner, peer, before, limit)``, ``_keys(owner, peer)``,
-  ``_delete(keys)``, ``_peers(owner)``.
+  ``_delete(keys)``, ``_peers(owner)``; and may override ``_put_received`` (a bulk batch).
 ``count_after`` counts what is unread: RECEIVED entries newer than a msgkey and not recalled.
 """
 
@@ -63,6 +63,12 @@ class Inbox(ABC):
 
     def add(self, entry: InboxEntry) -> None:
         self.add_many([entry])
+
+    def add_received(self, owners: Sequence[int], peer: int, msgkey: int) -> None:
+        """One message from ``peer`` into many owners' timelines, each a ``RECEIVED`` entry (a
+        bulk batch): the same rows as ``add_many``, written without an entry object per owner."""
+        if owners:
+            self._put_received(owners, peer, msgkey)
 
     def page(self, owner: int, peer: int, before: int | None = None, limit: int = 50) -> InboxPage:
         rows = self._scan(owner, peer, before, limit + 1)
@@ -128,6 +134,11 @@ class Inbox(ABC):
                 chunk = []
         if chunk:
             self._delete(chunk)
+
+    def _put_received(self, owners: Sequence[int], peer: int, msgkey: int) -> None:
+        """Backends may write a bulk batch's rows straight from the owners (SQL: one JSON_TABLE;
+        HBase: one shared mutation list); this default builds the entries."""
+        self._put([InboxEntry(owner, peer, msgkey) for owner in owners])
 
     # -- primitives -------------------------------------------------------------------------
     @abstractmethod

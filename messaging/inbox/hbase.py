@@ -23,7 +23,7 @@ import happybase
 from Hbase_thrift import BatchMutation, Mutation
 
 from config import hbase
-from messaging.inbox.base import Inbox, InboxEntry, Key
+from messaging.inbox.base import RECEIVED, Inbox, InboxEntry, Key
 
 TABLE = "inbox"
 FAMILY = b"d"
@@ -81,8 +81,14 @@ class HBaseInbox(Inbox):
         """One Thrift mutateRows per ``batch_size`` rows, built without happybase's Batch: rows
         with the same value share one mutation list (a bulk batch has one value), and the key is
         one struct pack (client CPU per 1,000 rows 6.1 → 2.3 ms, measured)."""
-        rows = [BatchMutation(rowkey(e.owner, e.peer, e.msgkey), _mutations(e)) for e in entries]
+        self._mutate([BatchMutation(rowkey(*e[:3]), _mutations(e)) for e in entries])
 
+    def _put_received(self, owners: Sequence[int], peer: int, msgkey: int) -> None:
+        """One mutation list for every row, and each key packed from the owner alone."""
+        value = _value_mutations(RECEIVED, 0)
+        self._mutate([BatchMutation(rowkey(owner, peer, msgkey), value) for owner in owners])
+
+    def _mutate(self, rows: list[Any]) -> None:
         def write(conn: happybase.Connection) -> None:
             name = conn.table(TABLE).name
             for start in range(0, len(rows), self.batch_size):

@@ -20,27 +20,27 @@ TABLE = "messaging_inbox"
 COLUMNS = "owner_uid, peer_uid, msgkey, direction, flags"
 
 
+HEAD = f"INSERT INTO {TABLE} ({COLUMNS}) "
+ON_DUPLICATE = " ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
+
+
 def upsert_sql(entries: Sequence[InboxEntry]) -> str:
-    head = f"INSERT INTO {TABLE} ({COLUMNS}) "
     if connection.vendor != "mysql":
         return (
-            f"{head}VALUES {int_rows(entries)} ON CONFLICT (owner_uid, peer_uid, msgkey) "
+            f"{HEAD}VALUES {int_rows(entries)} ON CONFLICT (owner_uid, peer_uid, msgkey) "
             "DO UPDATE SET direction = excluded.direction, flags = excluded.flags"
         )
-    return (
-        f"{head}{_rows_source(entries)} "
-        "ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
-    )
-
-
-def _rows_source(entries: Sequence[InboxEntry]) -> str:
-    """VALUES rows; for one message into many timelines (a bulk batch), the owners as a JSON_TABLE
-    beside the shared (peer, msgkey, direction, flags) (config/sqlvalues.json_ids)."""
     shared = entries[0][1:]
-    if any(e[1:] != shared for e in entries):
-        return f"VALUES {int_rows(entries)}"  # an InboxEntry is the row, in COLUMNS order
+    if all(e[1:] == shared for e in entries):  # one message into many timelines
+        return owners_sql([e.owner for e in entries], shared)
+    return f"{HEAD}VALUES {int_rows(entries)}{ON_DUPLICATE}"  # an entry is a row, in COLUMNS order
+
+
+def owners_sql(owners: Sequence[int], shared: Sequence[int]) -> str:
+    """MariaDB: one message into many timelines, the owners as a JSON_TABLE beside the shared
+    (peer, msgkey, direction, flags) (config/sqlvalues.json_ids)."""
     constants = ", ".join(f"{v:d}" for v in shared)
-    return f"SELECT j.o, {constants} FROM {json_ids((e.owner for e in entries), 'o')} AS j"
+    return f"{HEAD}SELECT j.o, {constants} FROM {json_ids(owners, 'o')} AS j{ON_DUPLICATE}"
 
 
 class SqlInbox(Inbox):
@@ -51,6 +51,15 @@ class SqlInbox(Inbox):
         with transaction.atomic(savepoint=False), connection.cursor() as cur:
             for start in range(0, len(entries), self.write_chunk):
                 cur.execute(upsert_sql(entries[start : start + self.write_chunk]))
+
+    def _put_received(self, owners: Sequence[int], peer: int, msgkey: int) -> None:
+        if connection.vendor != "mysql":
+            super()._put_received(owners, peer, msgkey)
+            return
+        with transaction.atomic(savepoint=False), connection.cursor() as cur:
+            for start in range(0, len(owners), self.write_chunk):
+                chunk = owners[start : start + self.write_chunk]
+                cur.execute(owners_sql(chunk, (peer, msgkey, RECEIVED, 0)))
 
     def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
         sql = f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s"

@@ -64,7 +64,7 @@ class WorkerDied(BaseException):
 @pytest.mark.parametrize(
     "crash_in",
     [
-        "messaging.services.conversations_touch_many",
+        "messaging.services.conversations_touch_owners",
         "messaging.services.unread_incr_many",
         "messaging.services.publish_into",
         "bulk.ledger.complete",  # everything written, the ledger not yet told
@@ -104,9 +104,9 @@ def expire_leases(campaign_id: int) -> None:
 STEPS = [
     ("bulk.fanout.blocked_receivers", OperationalError(2013, "Lost connection")),
     ("bulk.quotas.admit_batch", RedisConnectionError("Connection refused")),
-    ("inbox.add_many", TTransportException(message="closed")),  # HBase; SQL: the same path
-    ("messaging.services.conversations_touch_many", OperationalError(2013, "Lost connection")),
-    ("messaging.convcache.writer.refresh", RedisConnectionError("Connection reset")),
+    ("inbox.add_received", TTransportException(message="closed")),  # HBase; SQL: the same path
+    ("messaging.services.conversations_touch_owners", OperationalError(2013, "Lost connection")),
+    ("messaging.convcache.writer.refresh_owners", RedisConnectionError("Connection reset")),
     ("messaging.services.unread_incr_many", RedisConnectionError("Connection refused")),
     ("messaging.services.publish_into", RedisTimeoutError("Timeout reading")),
     ("bulk.ledger.complete", OperationalError(2013, "Lost connection")),
@@ -129,8 +129,8 @@ def test_a_store_dying_before_any_step_leaves_no_half_written_recipient(
     def down(*args, **kwargs):
         raise error
 
-    if step == "inbox.add_many":
-        monkeypatch.setattr(type(get_inbox()), "add_many", down)
+    if step == "inbox.add_received":
+        monkeypatch.setattr(type(get_inbox()), "add_received", down)
     else:
         monkeypatch.setattr(step, down)
     try:

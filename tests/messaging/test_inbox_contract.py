@@ -244,3 +244,32 @@ def test_ids_at_the_top_of_the_64_bit_range(inbox: Inbox, uid: int) -> None:
     assert inbox.get(MAX_ID, uid, MAX_ID) is None
     assert sorted(inbox.remove_all(MAX_ID)) == [uid, MAX_ID - 1]
     assert inbox.count(uid, MAX_ID) == 3
+
+
+def test_add_received_writes_one_received_entry_per_owner_idempotently(
+    inbox: Inbox, uids: Uids
+) -> None:
+    peer, *owners = uids(2501)  # spans several write chunks
+    inbox.add_received(owners, peer, 777)
+    inbox.add_received(owners[:10], peer, 777)  # a redelivered batch
+    inbox.add_received([], peer, 778)
+
+    assert inbox.get_for_owners(owners, peer, 777) == [
+        InboxEntry(o, peer, 777, RECEIVED) for o in owners
+    ]
+    assert [inbox.count(o, peer) for o in (owners[0], owners[1234], owners[-1])] == [1, 1, 1]
+    assert inbox.count_after(owners[0], peer, 0) == 1
+    assert inbox.peers(peer) == []  # no outbox copy
+
+
+def test_add_received_keeps_other_messages_of_the_conversation(inbox: Inbox, uids: Uids) -> None:
+    owner, other, peer = uids(3)
+    inbox.add_many([InboxEntry(owner, peer, 5, SENT), *received(owner, peer, [6])])
+    inbox.add_received([owner, other], peer, 9)
+
+    assert [(e.msgkey, e.direction) for e in inbox.page(owner, peer).entries] == [
+        (9, RECEIVED),
+        (6, RECEIVED),
+        (5, SENT),
+    ]
+    assert [e.msgkey for e in inbox.page(other, peer).entries] == [9]

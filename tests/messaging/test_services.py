@@ -18,8 +18,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
+from messaging import events, selectors, services
 from messaging import msgkey as keys
-from messaging import selectors, services
 from messaging.counters.rebuild import unread_rebuild_many
 from messaging.inbox import _cached, get_inbox
 from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
@@ -470,3 +470,51 @@ def test_deliver_many_costs_three_queries_plus_the_inbox_whatever_the_batch_size
         )
     assert Conversation.objects.filter(peer_uid=sender, last_msgkey=msgkey).count() == receivers
     assert unread_summary(owners[-1]).by_category["business"] == 1
+
+
+def test_a_bulk_delivery_publishes_one_event_per_shard_naming_every_receiver(
+    uids: Uids,
+) -> None:
+    sender, *owners = uids(201)
+    msgkey = keys.next_msgkey()
+    services.deliver_many(
+        sender_uid=sender, receiver_uids=owners, msgkey=msgkey, category="business", marker="e"
+    )
+
+    ours = [
+        d
+        for shard in range(events.SHARDS)
+        for d in events.read_deliveries(shard, count=10_000)
+        if d.msgkey == msgkey
+    ]
+    assert sorted(u for d in ours for u in d.uids) == sorted(owners)
+    assert {d.peer for d in ours} == {sender}
+    assert len(ours) == len({o % events.SHARDS for o in owners})  # one entry per shard
+    assert all(len({u % events.SHARDS for u in d.uids}) == 1 for d in ours)
+
+
+def test_a_1to1_send_publishes_one_event_for_the_receiver(uids: Uids) -> None:
+    alice, bob = uids(2)
+    msgkey = send(alice, bob)
+
+    ours = [d for d in events.read_deliveries(bob % events.SHARDS) if d.msgkey == msgkey]
+    assert [(d.uids, d.peer) for d in ours] == [([bob], alice)]
+
+
+def test_a_bulk_delivery_writes_the_same_conversations_as_one_by_one_sends(uids: Uids) -> None:
+    sender, *owners = uids(1301)
+    old = keys.next_msgkey()
+    services.deliver_many(  # a conversation that exists already moves forward
+        sender_uid=sender, receiver_uids=owners[:5], msgkey=old, category="business", marker="a"
+    )
+    msgkey = keys.next_msgkey()
+    for _ in range(2):  # a redelivered batch changes nothing
+        services.deliver_many(
+            sender_uid=sender, receiver_uids=owners, msgkey=msgkey, category="business", marker="b"
+        )
+    rows = Conversation.objects.filter(peer_uid=sender).values_list(
+        "owner_uid", "category", "last_msgkey", "sort_key", "read_upto"
+    )
+    assert sorted(rows) == [(o, "business", msgkey, msgkey, 0) for o in sorted(owners)]
+    assert [unread(o, sender) for o in (owners[0], owners[6], owners[-1])] == [2, 1, 1]
+    assert get_inbox().get_for_owners(owners[:3], sender, msgkey)[0].direction == RECEIVED
