@@ -34,11 +34,17 @@ cl:pwalert         string: set while the failure-rate error was logged (rate-lim
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 BIG_UP_SHARDS = 64
 
 
 def entries(uid: int) -> str:
     return f"cl:h:{{u:{uid}}}"
+
+
+def entries_many(uids: Iterable[int]) -> list[str]:
+    return [f"cl:h:{{u:{uid}}}" for uid in uids]
 
 
 def order(uid: int) -> str:
@@ -60,6 +66,10 @@ def hbase_dirty(uid: int) -> str:
 
 def hbase_indexed(uid: int) -> str:
     return f"cl:hbi:{{u:{uid}}}"
+
+
+def hbase_indexed_many(uids: Iterable[int]) -> list[str]:
+    return [f"cl:hbi:{{u:{uid}}}" for uid in uids]
 
 
 HBASE_INDEX_TRUSTED = "cl:hbi:trusted"

@@ -12,6 +12,7 @@ unread:{u:<uid>}   hash: ``t`` total, ``c:<category>`` per-category total, ``p:<
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 TOTAL = b"t"
 CATEGORY_PREFIX = b"c:"
@@ -21,6 +22,10 @@ KIND_PREFIX = b"k:"
 
 def unread(uid: int) -> str:
     return f"unread:{{u:{uid}}}"
+
+
+def unread_many(uids: Iterable[int]) -> list[str]:
+    return [f"unread:{{u:{uid}}}" for uid in uids]
 
 
 UNREAD_SCAN = "unread:{u:*}"  # SCAN MATCH pattern of every user's unread hash

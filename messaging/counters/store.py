@@ -48,7 +48,7 @@ def unread_incr_many(
     pipe = client if client is not None else get_redis().pipeline(transaction=False)
     args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
     for marker_key, owners in _groups(owner_uids, marker):
-        all_keys = [marker_key, *(keys.unread(uid) for uid in owners)]
+        all_keys = [marker_key, *keys.unread_many(owners)]
         lua.call("incr_many", all_keys, args, client=pipe)
     return -1 if client is not None else sum(int(n or 0) for n in pipe.execute())
 

@@ -75,7 +75,7 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class HBaseInbox(Inbox):
-    batch_size = 1000
+    batch_size = 4000
 
     def _put(self, entries: Sequence[InboxEntry]) -> None:
         """One Thrift mutateRows per ``batch_size`` rows, built without happybase's Batch: rows

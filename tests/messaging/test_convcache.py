@@ -272,12 +272,15 @@ def test_a_trusted_index_sends_bulk_pushes_to_the_hbase_rows_that_exist(uids: Ui
     assert previews(reader_uid) == [(friend, "hi")]  # builds the reader's rows, flags them
     assert build.index_rebuild() >= 1  # the scan found at least the reader's row
     assert build.index_rebuild() == -1  # trusted in this Redis run: nothing to do
-    probe = redis_tier.probe_bulk([reader_uid, *others])
+    audience = [*others[:20], reader_uid, *others[20:]]  # the reader mid-batch
+    probe = redis_tier.probe_bulk(audience)
     assert probe.hbase is not None
     assert reader_uid in probe.hbase
     assert not probe.hbase & set(others)  # never built: no HBase meta is read for them
-    bulk(shop, [reader_uid, *others], "sale")
+    assert set(probe.generations) == {reader_uid}  # the only owner with a cached list
+    bulk(shop, audience, "sale")
     assert from_hbase(reader_uid) == [(shop, "sale"), (friend, "hi")]
+    assert previews(reader_uid) == [(shop, "sale"), (friend, "hi")]  # its Redis list too
     assert previews(others[0]) == [(shop, "sale")]
 
 
