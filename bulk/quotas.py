@@ -84,12 +84,15 @@ def admit_batch(
     channel: str,
     policy: SenderPolicy,
 ) -> Admission:
-    """Check and consume caps (and, on ``daily``, the budget) for a batch in one Lua call."""
+    """Check and consume caps (and, on ``daily``, the budget) for a batch in one Lua call; none
+    when the sender has neither (nothing to count: every receiver is admitted)."""
+    limit = policy.daily_budget if channel == Channel.DAILY and policy.daily_budget else -1
+    if not policy.per_receiver_limit and limit < 0:
+        return Admission(False, frozenset())
     if policy.per_receiver_limit:
         quota_keys, args = _quota_args(sender_uid, policy, receivers)
     else:  # no cap: the receivers alone (for the budget), no bucket keys to build and send
         quota_keys, args = [], list(receivers)
-    limit = policy.daily_budget if channel == Channel.DAILY and policy.daily_budget else -1
     all_keys = [
         keys.batch_outcome(sender_uid, campaign_id, index),
         keys.budget(sender_uid, today()),
