@@ -75,6 +75,8 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 class HBaseInbox(Inbox):
+    # rows per mutateRows: a 4,000-recipient bulk batch in one call (HBase CPU per recipient
+    # 7.2 → 5.2 µs against 1,000 per call, scripts/bench_fanout.py --profile)
     batch_size = 4000
 
     def _put(self, entries: Sequence[InboxEntry]) -> None:
