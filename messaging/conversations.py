@@ -5,7 +5,7 @@ an older message applied late changes nothing; ``mtime`` strictly increases on e
 change (max(old + 1, now)), so cache tiers can compare versions.
 The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL, with the
 values inlined (config/sqlvalues.py: integers and allowlisted category words only); a bulk batch's
-owners go as one JSON_TABLE on MariaDB (``_owners_select``).
+owners go as one JSON_TABLE on MariaDB (``conversations_touch_owners``).
 """
 
 from __future__ import annotations
@@ -51,13 +51,6 @@ def _owners_select(owners: Sequence[int], peer: int, category: str, msgkey: int,
     )
 
 
-def _rows_source(chunk: Sequence[ConversationTouch], mtime: int) -> str:
-    shared = chunk[0][1:]
-    if connection.vendor == "mysql" and all(t[1:] == shared for t in chunk):
-        return _owners_select([t.owner for t in chunk], *shared, mtime)
-    return f"VALUES {_values(chunk, mtime)}"
-
-
 def _sql(rows: str) -> str:
     head = (
         f"INSERT INTO {TABLE} (owner_uid, peer_uid, category, last_msgkey, sort_key, "
@@ -84,7 +77,7 @@ def conversations_touch_many(touches: Sequence[ConversationTouch], mtime: int) -
     touches = sorted(touches)  # tuples: (owner, peer) first
     with connection.cursor() as cur:
         for start in range(0, len(touches), CHUNK):
-            cur.execute(_sql(_rows_source(touches[start : start + CHUNK], mtime)))
+            cur.execute(_sql(f"VALUES {_values(touches[start : start + CHUNK], mtime)}"))
 
 
 def conversations_touch_owners(

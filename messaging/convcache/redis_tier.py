@@ -132,11 +132,12 @@ def probe_bulk(owners: list[int]) -> BulkProbe:
     on one Redis, one per slot on a cluster (all in one pipeline with a GET of the marker);
     then the Redis run, read after them (a restart or failover in between makes the index
     untrusted for this push, never the reverse)."""
-    probe = BulkProbe({}, set())
+    generations: dict[int, str | None] = {}
+    indexed: set[int] = set()
     if not clustered():
         script_keys = [keys.HBASE_INDEX_TRUSTED, *_probe_keys(owners)]
         marker, *found = lua.call("generations", script_keys, ["1"])
-        _collect(probe, owners, found)
+        _collect(owners, found, generations, indexed)
     else:
         groups = list(by_slot(owners, keys.entries).values())
         pipe = get_redis().pipeline(transaction=False)
@@ -145,18 +146,22 @@ def probe_bulk(owners: list[int]) -> BulkProbe:
             lua.call("generations", _probe_keys(group), ["0"], client=pipe)
         marker, *replies = pipe.execute()
         for group, reply in zip(groups, replies, strict=True):
-            _collect(probe, group, reply)
+            _collect(group, reply, generations, indexed)
     trusted = marker is not None and marker.decode() == run_id()
-    return probe if trusted else BulkProbe(probe.generations, None)
+    return BulkProbe(generations, indexed if trusted else None)
 
 
-def _collect(probe: BulkProbe, owners: Sequence[int], found: list[Any]) -> None:
+def _collect(
+    owners: Sequence[int],
+    found: list[Any],
+    generations: dict[int, str | None],
+    indexed: set[int],
+) -> None:
     """Read the script's sparse reply: (position, generation, flag) per owner with either."""
-    indexed = probe.hbase if probe.hbase is not None else set()
     for position, generation, flag in zip(found[0::3], found[1::3], found[2::3], strict=True):
         owner = owners[position]
         if generation:
-            probe.generations[owner] = generation.decode()
+            generations[owner] = generation.decode()
         if flag:
             indexed.add(owner)
 

@@ -59,14 +59,10 @@ Pair = tuple[int, int]
 def refresh(pairs: Iterable[Pair], *, delivered: int = 0) -> None:
     """Push the current MySQL state of these (owner, peer) conversations into both tiers."""
     batch = list(dict.fromkeys(pairs))
-    if delivered:
-        metrics.inc("fanout_recipients", delivered)
-    if not batch or not redis_tier.enabled():
+    if not _counted(delivered) or not batch:
         return
     metas, generations = _probe(batch)
-    cached = [p for p in batch if generations.get(p[0]) or p[0] in metas]
-    if cached:
-        _push_for(metas, generations, mysql_tier.current(cached))
+    _push_cached([p for p in batch if generations.get(p[0]) or p[0] in metas], metas, generations)
 
 
 def refresh_owners(owners: Sequence[int], peer: int, *, delivered: int = 0) -> None:
@@ -75,13 +71,25 @@ def refresh_owners(owners: Sequence[int], peer: int, *, delivered: int = 0) -> N
     if len(owners) <= BURST_MAX_PAIRS:
         refresh([(o, peer) for o in owners], delivered=delivered)
         return
-    if delivered:
-        metrics.inc("fanout_recipients", delivered)
-    if not redis_tier.enabled():
+    if not _counted(delivered):
         return
     unique = list(dict.fromkeys(owners))
     metas, generations = _probe_bulk(unique)
-    cached = [(o, peer) for o in unique if generations.get(o) or o in metas]
+    _push_cached(
+        [(o, peer) for o in unique if generations.get(o) or o in metas], metas, generations
+    )
+
+
+def _counted(delivered: int) -> bool:
+    """Count the delivered recipients; False when there is no cache to push into."""
+    if delivered:
+        metrics.inc("fanout_recipients", delivered)
+    return redis_tier.enabled()
+
+
+def _push_cached(
+    cached: list[Pair], metas: dict[int, Meta], generations: dict[int, str | None]
+) -> None:
     if cached:
         _push_for(metas, generations, mysql_tier.current(cached))
 
