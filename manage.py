@@ -1,5 +1,10 @@
 #!/usr/bin/env python
-"""Django's command-line utility for Missive."""
+"""Django's command-line utility for Missive.
+
+On the embedded default (no ``REDIS_URL``), a command that had to start the embedded redis-server
+stops it again when it ends, so no command leaves a server running that nothing stops; a server
+that was already answering (a demo, a worker, ``make demo-admin``) is left alone.
+"""
 
 import os
 import sys
@@ -9,7 +14,19 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    finally:
+        _stop_embedded_redis()
+
+
+def _stop_embedded_redis() -> None:
+    from django.conf import settings
+
+    from config import embedded
+
+    if settings.configured and getattr(settings, "REDIS_EMBEDDED", False):
+        embedded.stop_if_started(settings.VAR_DIR)
 
 
 if __name__ == "__main__":

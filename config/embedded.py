@@ -2,7 +2,10 @@
 
 Every process of one checkout (web, Celery workers, management commands) shares one server,
 listening on loopback at EMBEDDED_REDIS_PORT (default 6390, so it never collides with a real Redis
-on 6379), with its data and pid file under var/redis/. ``ensure_started`` is idempotent: it starts
+on 6379), with its data and pid file under var/redis/. It persists like the data Redis of a real
+deployment (AOF, ``appendfsync everysec``, no RDB snapshots): per-receiver quotas, unread counters
+and conversation lists outlive a restart, so `make demo-admin` and every command after `make demo`
+see the demo's state, not an empty Redis. ``ensure_started`` is idempotent: it starts
 the server only when nothing answers on the port, and says whether it did. ``stop_if_started``
 stops the server only if this process started it (``make demo`` leaves nothing running, and never
 stops a server another process of the checkout started and still uses).
@@ -70,7 +73,9 @@ def ensure_started(var_dir: Path) -> bool:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes",
+            "--appendfsync",
+            "everysec",
         ],
         check=True,
     )

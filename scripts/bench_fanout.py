@@ -1,7 +1,19 @@
 """Fan-out benchmark: one campaign to N recipients per inbox backend, against the raw store.
 
     python scripts/bench_fanout.py [--recipients 200000] [--backends sql,hbase] [--workers 4]
-                                   [--profile] [--kill-one]
+                                   [--profile] [--kill-one] [--realistic]
+
+Two sets of conditions, printed at the top of every run:
+
+- **cheapest** (the default): no per-receiver cap (the sender's policy lifts it), no channel
+  throttle, every recipient new to the sender (no conversation row to update), no cached
+  conversation list to push into, the HBase index of cached lists trusted before launch.
+- **realistic** (``--realistic``): the product's default cap of 1 message a day per receiver (the
+  admission script runs for every recipient), no throttle, 30% of the recipients with an existing
+  conversation with the sender (their rows are updated, not inserted), 10% with a cached
+  conversation list in Redis and HBase (the push updates it), and the HBase index untrusted at
+  launch, as after a Redis restart: the beat's ``index_rebuild`` runs beside the campaign, and
+  until it completes every push reads its recipients' HBase metas.
 
 For each backend: seeds a business account with N followers, starts real Celery workers on
 ``bulk.daily`` (channel rate unlimited), launches one campaign and times it from launch until the
@@ -33,6 +45,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BENCH_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_bench",
     "REDIS_URL": "redis://127.0.0.1:6379/14",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15",
@@ -83,15 +97,26 @@ from config.celery import app  # noqa: E402
 from config.redis import get_redis  # noqa: E402
 from config.sqlvalues import int_rows  # noqa: E402
 from messaging.convcache import build  # noqa: E402
+from messaging.convcache import keys as convcache_keys  # noqa: E402
 from messaging.counters import keys as unread_keys  # noqa: E402
 from messaging.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
 from messaging.inbox.hbase import rowkey  # noqa: E402
 from messaging.models import Account  # noqa: E402
 
+CHEAPEST = (
+    "cheapest path: no per-receiver cap, no throttle, every recipient new to the sender, no cached "
+    "lists, HBase index trusted up front"
+)
+REALISTIC = (
+    "realistic: cap 1/day per receiver, no throttle, 30% with an existing conversation with the "
+    "sender, 10% with a cached list (Redis + HBase), HBase index rebuilt during the run"
+)
 
-def seed(sender: int, recipients: range) -> None:
+
+def seed(sender: int, recipients: range, realistic: bool = False) -> None:
     Account.objects.create(uid=sender, kind="business", name=f"bench {sender}")
-    SenderPolicy.objects.create(sender_uid=sender, per_receiver_limit=0)
+    # 0 lifts the cap (the cheapest path); 1 a day is the product's default
+    SenderPolicy.objects.create(sender_uid=sender, per_receiver_limit=1 if realistic else 0)
     with connection.cursor() as cur:
         for start in range(0, len(recipients), 10_000):
             chunk = recipients[start : start + 10_000]
@@ -102,6 +127,34 @@ def seed(sender: int, recipients: range) -> None:
                 f"VALUES {values}",
                 params,
             )
+
+
+def seed_realistic(sender: int, recipients: range, processes: int) -> None:
+    """30% of the recipients talked with the sender before (a conversation row, read up to its
+    last message); a third of those (10% of all) have their list cached in Redis and HBase. Then
+    the HBase index loses its trust, as after a Redis restart (``run_campaign`` rebuilds it)."""
+    talked = [uid for i, uid in enumerate(recipients) if i % 10 < 3]
+    with connection.cursor() as cur:
+        for start in range(0, len(talked), 10_000):
+            chunk = talked[start : start + 10_000]
+            k = 1 << 40  # an earlier message, already read
+            values = ",".join(f"({uid},{sender},{k},{k},{k},1,'business',0,0)" for uid in chunk)
+            cur.execute(
+                "INSERT INTO messaging_conversation (owner_uid, peer_uid, last_msgkey, sort_key, "
+                f"read_upto, mtime, category, pinned, muted) VALUES {values}"
+            )
+    cached = talked[::3]
+    connection.close()
+    started = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
+        pool.map(_cache_lists, [cached[i::processes] for i in range(processes)])
+    print(f"  cached {len(cached):,} conversation lists in {time.perf_counter() - started:.0f}s")
+    get_redis().delete(convcache_keys.HBASE_INDEX_TRUSTED)
+
+
+def _cache_lists(owners: list[int]) -> None:
+    for owner in owners:
+        build.rebuild(owner, redis_too=True)
 
 
 def start_workers(
@@ -152,8 +205,12 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 ENDED = (CampaignStatus.FINISHED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
 
 
-def run_campaign(sender: int, victim: subprocess.Popen[bytes] | None) -> tuple[float, Campaign]:
+def run_campaign(
+    sender: int, victim: subprocess.Popen[bytes] | None, realistic: bool = False
+) -> tuple[float, Campaign]:
     started = time.perf_counter()
+    if realistic:  # the beat's convcache_index after a restart, beside the campaign
+        threading.Thread(target=build.index_rebuild, daemon=True).start()
     campaign, _ = services.campaign_create(
         sender_uid=sender,
         content={"type": "text", "text": "benchmark"},
@@ -405,12 +462,15 @@ def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
 def bench(backend: str, n: int, base: int, args: argparse.Namespace) -> dict[str, float]:
     workers, concurrency = args.workers, args.concurrency
     sender, recipients = base, range(base + 1, base + 1 + n)
-    seed(sender, recipients)
+    seed(sender, recipients, args.realistic)
+    if args.realistic:
+        seed_realistic(sender, recipients, workers * concurrency)
     procs = start_workers(backend, workers, concurrency, profile=args.profile)
     pids = {pid for proc in procs for pid in group(proc.pid)}
     cpu_before = cpu_by_role(pids)
     try:
-        seconds, campaign = run_campaign(sender, procs[0] if args.kill_one else None)
+        victim = procs[0] if args.kill_one else None
+        seconds, campaign = run_campaign(sender, victim, args.realistic)
         cpu_after = cpu_by_role(pids)
     finally:
         stop(procs)
@@ -445,6 +505,9 @@ def main() -> None:
     parser.add_argument(
         "--kill-one", action="store_true", help="kill -9 one worker mid-run; recovery time"
     )
+    parser.add_argument(
+        "--realistic", action="store_true", help="cap on, existing conversations, cached lists"
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     call_command("hbase_init", verbosity=0)
@@ -458,7 +521,8 @@ def main() -> None:
     base = int(time.time()) * 10_000_000
     print(
         f"{args.recipients:,} recipients per run, {args.workers} worker processes x "
-        f"{args.concurrency}, batches of {args.batch_size}"
+        f"{args.concurrency}, batches of {args.batch_size}\nconditions: "
+        f"{REALISTIC if args.realistic else CHEAPEST}"
     )
     for backend in args.backends.split(","):
         runs = []

@@ -2,8 +2,9 @@
 
     python scripts/demo_admin.py [--port 8000]
 
-The demo keeps its SQLite database and its embedded Redis files under ``var/demo/`` (a plain
-``runserver`` opens the empty default database instead). This serves the admin on that data:
+The demo leaves its data in the embedded default's place (the SQLite file ``var/missive.sqlite3``
+and the embedded Redis's AOF under ``var/redis/``), so this, ``manage.py runserver`` and every
+other management command see it with no extra setting. This serves the admin on that data:
 it creates (or resets) the operator ``operator`` with the password ``operator`` (a local demo,
 on loopback only), starts the demo's embedded redis-server if none answers, runs Django's
 development server until Ctrl-C, then stops the redis-server it started.
@@ -19,11 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEMO_DIR = ROOT / "var" / "demo"
+DEMO_DIR = Path(os.environ.get("MISSIVE_VAR_DIR") or ROOT / "var")
 for _name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "INBOX_BACKEND"):
     os.environ.pop(_name, None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-os.environ["MISSIVE_VAR_DIR"] = str(DEMO_DIR)
 OPERATOR = "operator"
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
     if not (DEMO_DIR / "missive.sqlite3").exists():
-        raise SystemExit("demo-admin: no demo data under var/demo/: run `make demo` first")
+        raise SystemExit("demo-admin: no demo data under var/: run `make demo` first")
     import django
 
     django.setup()
