@@ -22,7 +22,7 @@ CLUSTER_TESTS := tests/config/test_redis_cluster.py tests/messaging/test_counter
 	tests/messaging/test_groups_services.py tests/messaging/test_groups_unread.py \
 	tests/unread tests/config/test_asgi.py \
 	tests/messaging/test_api.py tests/messaging/test_groups_api.py tests/bulk/test_api_control.py \
-	tests/bulk/test_api_workers.py \
+	tests/bulk/test_api_workers.py tests/live/test_services.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
 
 .PHONY: demo demo-admin test lint services-up services-down bench clean
@@ -32,18 +32,19 @@ $(VENV)/bin/activate:
 	$(PY) -m pip install -q --upgrade pip wheel
 
 # The demo's install path: no mysqlclient (it needs MariaDB's headers), no servers.
-$(VENV)/.demo: $(VENV)/bin/activate pyproject.toml
-	$(PY) -m pip install -q -e .
+# Both install paths take the tested versions from constraints.txt (pip freeze of the test venv).
+$(VENV)/.demo: $(VENV)/bin/activate pyproject.toml constraints.txt
+	$(PY) -m pip install -q -e . -c constraints.txt
 	touch $@
 
-$(VENV)/.test: $(VENV)/bin/activate pyproject.toml
-	$(PY) -m pip install -q -e '.[mysql,server,dev]'
+$(VENV)/.test: $(VENV)/bin/activate pyproject.toml constraints.txt
+	$(PY) -m pip install -q -e '.[mysql,server,dev]' -c constraints.txt
 	touch $@ $(VENV)/.demo
 
 demo: $(VENV)/.demo
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL -u INBOX_BACKEND $(PY) scripts/demo.py
 
-# Django admin on the demo's data (var/demo/), login operator / operator; Ctrl-C stops it.
+# Django admin on the demo's data (var/), login operator / operator; Ctrl-C stops it.
 demo-admin: $(VENV)/.demo
 	$(PY) scripts/demo_admin.py
 
@@ -56,6 +57,7 @@ services-down:
 test: $(VENV)/bin/activate
 	PYTHON=$(PY) scripts/services up
 	scripts/browser up
+	scripts/promtool up
 	$(MAKE) $(VENV)/.test
 	$(MAKE) lint
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "not redis_cluster" $(PYTEST_ARGS)
