@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -104,10 +105,22 @@ def _drf(exc: drf.APIException) -> Response:
         headers["WWW-Authenticate"] = auth_header
     if wait := getattr(exc, "wait", None):
         headers["Retry-After"] = str(int(wait))
+    if isinstance(exc, drf.Throttled):
+        headers.update(rate_limit_headers(wait or 0))
     set_rollback()
     return Response(
         error_body(code, _sentence(exc.detail)), status=exc.status_code, headers=headers
     )
+
+
+def rate_limit_headers(wait_s: float) -> dict[str, str]:
+    """The IETF RateLimit fields of a write refused by the client's bucket (api/throttles.py):
+    the bucket's size, nothing left, and the seconds until a write is let through again."""
+    return {
+        "RateLimit-Limit": str(int(settings.API_WRITE_BURST)),
+        "RateLimit-Remaining": "0",
+        "RateLimit-Reset": str(max(1, int(wait_s))),
+    }
 
 
 def _sentence(detail: Any) -> str:

@@ -132,14 +132,28 @@ class AudienceUploadApi(ApiView):
         tags=["Audiences"],
         summary="Upload an audience file",
         description=f"Upload uids, one per line: {UPLOAD_HELP}.",
-        parameters=[OpenApiParameter("name", str, description="a label for operators (optional)")],
+        parameters=[
+            OpenApiParameter("name", str, description="a label for operators (optional)"),
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="a retried upload with the same key, name and lines returns the "
+                "same audience (200), stored once; the same key with other lines answers 409",
+            ),
+        ],
         request={
             "multipart/form-data": AudienceUploadIn,
             "text/plain": OpenApiTypes.STR,
             "text/csv": OpenApiTypes.STR,
             "application/octet-stream": OpenApiTypes.BINARY,
         },
-        responses={201: AudienceOut, **ERRORS},
+        responses={
+            201: AudienceOut,
+            200: OpenApiResponse(AudienceOut, "an Idempotency-Key replay: the original"),
+            409: OpenApiResponse(ERROR_SCHEMA, "Idempotency-Key reused for another upload"),
+            **ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
         check_body_size(request, upload_max_bytes())
@@ -147,8 +161,14 @@ class AudienceUploadApi(ApiView):
             raise InvalidInput("The upload is empty.", {"file": "empty"})
         lines = upload_lines(upload_chunks(request))
         name = str(request.query_params.get("name", ""))[:NAME_MAX]
-        audience = services.audience_upload(lines=lines, client=client_of(request), name=name)
-        return Response(AudienceOut(audience).data, status=201)
+        client, key = client_of(request), idempotency_key(request)
+        if key is None:
+            audience = services.audience_upload(lines=lines, client=client, name=name)
+            return Response(AudienceOut(audience).data, status=201)
+        audience, created = services.audience_upload_once(
+            lines=lines, client=client, key=key, name=name
+        )
+        return Response(AudienceOut(audience).data, status=201 if created else 200)
 
 
 # -- campaigns -------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from bulk.services import (
 )
 from config import broker, metrics, stages
 from config.outages import store_unavailable, stores_answer
+from messaging import pushes
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
 
@@ -294,6 +295,8 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch, token: str) -> BatchResul
         category=category,
         marker=f"b:{campaign.pk}:{batch.index}",
     )
+    # online recipients only: one Redis call for the batch, nothing when none is recently online
+    pushes.campaign_batch(sender_uid=sender, msgkey=campaign.msgkey or 0, receiver_uids=allowed)
     return BatchResult(
         len(allowed), len(admission.capped), len(blocked), deferred=admission.deferred
     )

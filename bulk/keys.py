@@ -63,5 +63,10 @@ def recalled_batches(campaign_id: int) -> str:
     return f"recalled:{{c:{campaign_id}}}"
 
 
+def recall_resend_due() -> str:
+    """Held RESEND_EVERY_S by the sweep that re-sends unfinished recalls (bulk/recall.py)."""
+    return "recall:resend"
+
+
 def admin_launch(form_key: str) -> str:
     return f"adminlaunch:{form_key}"

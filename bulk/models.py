@@ -51,6 +51,16 @@ class Audience(models.Model):
     duplicate_lines = models.IntegerField(default=0)
     invalid_samples = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An upload retried with the same Idempotency-Key (per API client) returns this audience.
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True, editable=False)
+    request_digest = models.CharField(max_length=64, blank=True, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client", "idempotency_key"], name="uniq_audience_idempotency"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"audience {self.pk} ({self.count} uids)"

@@ -16,6 +16,12 @@ had not ended) and enqueues one ``bulk.recall_batch`` task per batch of the ledg
 3. records the batch's index in ``recalled:{c:<campaign>}`` (bulk/keys.py) for the operators'
    recall progress (admin); a set, so a task that runs twice records it once.
 
+Never abandoned: a batch task gives up after its retries (a long outage), and a lost broker
+message is never run at all, so the beat's ``bulk.sweep`` calls ``resend_unfinished`` (once per
+RESEND_EVERY_S across processes): every campaign created within RESEND_LOOKBACK whose message
+is recalled has each batch not yet recorded in ``recalled:{c:<campaign>}`` enqueued again
+(a batch recalled twice changes nothing, see below).
+
 Exactly once: the decrement runs before the flags and under its marker, so a task that died
 between the two finds the copies still unflagged when it runs again, and the marker stops a
 second decrement; a task that ran to the end finds every copy flagged and changes nothing.
@@ -27,9 +33,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
 
 from api.errors import Conflict
 from bulk import keys, ledger
@@ -37,15 +45,18 @@ from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
 from bulk.services import campaign_cancel
 from config.redis import get_redis
+from messaging import pushes
 from messaging.conversations import read_positions
 from messaging.counters.store import unread_incr_many
 from messaging.inbox import InboxEntry, get_inbox
 from messaging.inbox.base import FLAG_RECALLED
-from messaging.models import Message
+from messaging.models import Message, MessageStatus
 from messaging.selectors import broadcast_category
 from messaging.services import conversations_bump
 
 RETRY_IN_S = 5
+RESEND_EVERY_S = 30
+RESEND_LOOKBACK = timedelta(days=7)  # well inside RECALLED_TTL_S: the progress set outlives it
 RECALLED_TTL_S = 30 * 86400  # the recall progress outlives any recall by far
 TASK = "bulk.recall_batch"
 
@@ -89,8 +100,31 @@ def batch_recall(batch_id: int) -> BatchRecall:
     _count_down(campaign, batch.index, live)
     inbox.set_flags(live, FLAG_RECALLED)
     conversations_bump([(c.owner, c.peer) for c in live])
+    pushes.campaign_recalled(
+        sender_uid=campaign.sender_uid, msgkey=msgkey, receiver_uids=[c.owner for c in live]
+    )
     _record(campaign.pk, batch.index)
     return BatchRecall("recalled", len(live))
+
+
+def resend_unfinished() -> int:
+    """Enqueue again every batch of a recalled campaign not recalled yet (module docstring);
+    returns how many. At most once per RESEND_EVERY_S across processes."""
+    if not get_redis().set(keys.recall_resend_due(), 1, nx=True, ex=RESEND_EVERY_S):
+        return 0
+    since = timezone.now() - RESEND_LOOKBACK
+    rows = Campaign.objects.filter(created_at__gte=since, msgkey__isnull=False)
+    recent = {msgkey: pk for msgkey, pk in rows.values_list("msgkey", "pk") if msgkey is not None}
+    recalled = Message.objects.filter(msgkey__in=list(recent), status=MessageStatus.RECALLED)
+    ids = [pk for m in recalled.values_list("msgkey", flat=True) for pk in _unfinished(recent[m])]
+    enqueue(ids)
+    return len(ids)
+
+
+def _unfinished(campaign_id: int) -> list[int]:
+    done = {int(i) for i in get_redis().smembers(keys.recalled_batches(campaign_id))}
+    batches = CampaignBatch.objects.filter(campaign_id=campaign_id).values_list("pk", "index")
+    return [pk for pk, index in batches if index not in done]
 
 
 def _record(campaign_id: int, index: int) -> None:

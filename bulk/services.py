@@ -43,7 +43,7 @@ from bulk.models import (
     CampaignStatus,
     Channel,
 )
-from config.dbrouter import PRIMARY, replica
+from config.dbrouter import PRIMARY, read_replica
 from messaging.content import validate_content
 from messaging.selectors import blocked_receivers, sender_category
 from messaging.services import message_store
@@ -79,6 +79,38 @@ def audience_upload(
         audience.delete()
         raise NoValidUid(audience.invalid_lines, audience.invalid_samples)
     return audience
+
+
+def audience_upload_once(
+    *, lines: Iterable[str], client: ApiClient, key: str, name: str = ""
+) -> tuple[Audience, bool]:
+    """(audience, stored now) for an upload under the client's Idempotency-Key: the key's first
+    upload is stored; a retry with the same name and lines returns it (the lines are read to
+    compare, not stored again); the same key with other lines is a Conflict (409)."""
+    hasher = hashlib.sha256(name.encode() + b"\n")
+    hashed = (_hashed(hasher, line) for line in lines)
+    found = Audience.objects.filter(client=client, idempotency_key=key).first()
+    if found is None:
+        try:
+            with transaction.atomic():
+                audience = audience_upload(lines=hashed, client=client, name=name)
+                audience.idempotency_key, audience.request_digest = key, hasher.hexdigest()
+                audience.save(update_fields=["idempotency_key", "request_digest"])
+            return audience, True
+        except IntegrityError:  # a concurrent retry with this key stored it first
+            found = Audience.objects.filter(client=client, idempotency_key=key).first()
+            if found is None:
+                raise
+    for _ in hashed:  # the rest of the upload, for its digest
+        pass
+    if found.request_digest != hasher.hexdigest():
+        raise Conflict("Idempotency-Key was already used for a different upload.")
+    return found, False
+
+
+def _hashed(hasher: Any, line: str) -> str:
+    hasher.update(line.encode() + b"\n")
+    return line
 
 
 @dataclass(frozen=True)
@@ -282,7 +314,7 @@ def campaign_preview(
             preview = _dry_run(sender_uid, choice, channel, db=PRIMARY)
         transaction.set_rollback(True)
     if preview is None:
-        preview = _dry_run(sender_uid, choice, channel, db=replica())
+        preview = read_replica(lambda db: _dry_run(sender_uid, choice, channel, db=db))
     return preview
 
 

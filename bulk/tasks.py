@@ -79,8 +79,10 @@ def plan_priority(campaign_id: int) -> bool:
 
 @shared_task(name="bulk.sweep", acks_late=True)
 def sweep() -> dict[str, Any]:
-    """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused."""
-    return fanout.sweep().__dict__
+    """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused;
+    re-send recalls' unfinished batches (``recall.resend_unfinished``: a recall is never
+    abandoned)."""
+    return {**fanout.sweep().__dict__, "recalls_resent": recall.resend_unfinished()}
 
 
 @shared_task(name=recall.TASK, bind=True, acks_late=True, max_retries=30)

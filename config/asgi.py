@@ -6,6 +6,8 @@
 Redis round trip, no SQL, no Django); every other request, and any unread request the fast path
 cannot answer completely, goes to Django's ASGI handler, which runs the views (sync code) in a
 thread. ``config.wsgi`` still serves the whole app, unread included, for WSGI servers.
+WebSocket connections to ``/live/v1`` go to the live gateway (``live.consumers``); any other
+WebSocket path is refused.
 """
 
 import os
@@ -13,8 +15,16 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("MISSIVE_PROCESS_ROLE", "api")  # API timeouts (config/settings.py)
 django_application = get_asgi_application()  # sets Django up: import the fast path after it
 
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from live.routing import websocket_urlpatterns  # noqa: E402
 from unread.fastpath import UnreadFastPath  # noqa: E402
 
-application = UnreadFastPath(django_application)
+# The fast path in front; behind it HTTP goes to Django and WebSocket connections to /live/v1
+# to the live gateway (live/consumers.py).
+application = UnreadFastPath(
+    ProtocolTypeRouter({"http": django_application, "websocket": URLRouter(websocket_urlpatterns)})
+)

@@ -17,12 +17,20 @@ from functools import cache
 import redis
 from django.conf import settings
 
+from config import timeouts
+
 RUN_ID_KEY = "missive:broker:run_id"
 
 
 @cache
 def client() -> redis.Redis:
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    """Timeouts from the broker's row of STORE_TIMEOUTS: a frozen broker fails a metrics scrape
+    or the sweep's restart check instead of holding it."""
+    return redis.Redis.from_url(
+        settings.CELERY_BROKER_URL,
+        socket_connect_timeout=timeouts.connect_s("broker"),
+        socket_timeout=timeouts.read_s("broker"),
+    )
 
 
 def restarted() -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Exchange, Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -56,6 +56,21 @@ app.autodiscover_tasks()
 
 
 @app.on_after_configure.connect
+def _broker_timeouts(sender: Celery, **kwargs: object) -> None:
+    """The broker's row of STORE_TIMEOUTS (config/settings.py; read once Django's settings are,
+    not at import): a frozen broker holds neither a worker nor an API request for longer
+    (kombu's BRPOP waits 1 s, under the read timeout)."""
+    from django.conf import settings
+
+    row = settings.STORE_TIMEOUTS["broker"]
+    sockets = {"socket_timeout": row["worker"], "socket_connect_timeout": row["connect"]}
+    sender.conf.broker_transport_options = {**sender.conf.broker_transport_options, **sockets}
+    sender.conf.redis_socket_timeout = row["worker"]
+    sender.conf.redis_socket_connect_timeout = row["connect"]
+    sender.conf.broker_connection_timeout = row["connect"]
+
+
+@app.on_after_configure.connect
 def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
     from django.conf import settings
 
@@ -63,3 +78,20 @@ def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
 
     if settings.REDIS_EMBEDDED:
         embedded.ensure_started(settings.VAR_DIR)
+
+
+# Connected with the app, not in an AppConfig.ready: a worker sets its logging up as it starts,
+# and this must be in place whether or not Django's apps are ready by then.
+@signals.setup_logging.connect
+def _logging(loglevel: int | None = None, **kwargs: object) -> None:
+    """Workers and beat log as every other process does (config/logs.py: JSON lines with the
+    request id, or text at a terminal), at LOG_LEVEL or the command's ``-l``, the more verbose;
+    with this receiver connected Celery leaves the root logger alone."""
+    import logging.config
+
+    from django.conf import settings
+
+    from config import logs
+
+    level = min(logging.getLevelName(settings.LOG_LEVEL.upper()), loglevel or logging.WARNING)
+    logging.config.dictConfig(logs.logging_config(settings.LOG_FORMAT, logging.getLevelName(level)))

@@ -4,6 +4,10 @@ Missive talks to HBase through the Thrift gateway (buffered transport, binary pr
 defaults). Every table name carries HBASE_TABLE_PREFIX, so several deployments (or the test suite)
 share one cluster. The gateway drops idle connections after its socket read timeout; the pool then
 hands out a dead connection once, so ``call`` retries exactly once on a transport error.
+
+Gray failures: the Thrift socket timeout is HBASE["TIMEOUT_MS"] (by default the ``hbase`` row of
+STORE_TIMEOUTS for this process: 2 s in an API process, 10 s in a worker), and every attempt goes
+through the ``hbase`` circuit breaker (config/breakers.py): while it is open ``call`` fails at once.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any, TypeVar
 import happybase
 from django.conf import settings
 from thriftpy2.transport import TTransportException
+
+from config import breakers
 
 T = TypeVar("T")
 TRANSPORT_ERRORS = (TTransportException, socket.error, BrokenPipeError, ConnectionError)
@@ -50,9 +56,10 @@ def pool() -> happybase.ConnectionPool:
 def call(fn: Callable[[happybase.Connection], T]) -> T:
     """Run ``fn`` with a pooled connection, retrying once on a dropped Thrift connection."""
     try:
-        return _call_once(fn)
+        return breakers.guarded("hbase", _call_once, fn)
     except TRANSPORT_ERRORS:
-        return _call_once(fn)  # the pool replaced the broken connection; a second failure is real
+        # the pool replaced the broken connection; a second failure is real
+        return breakers.guarded("hbase", _call_once, fn)
 
 
 def _call_once(fn: Callable[[happybase.Connection], T]) -> T:

@@ -21,6 +21,15 @@ Series, each prefixed ``missive_``:
   bulk_outage_waits_total               batches put back to wait out a store outage
   counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
   unread_repairs_total                  users whose counters were rebuilt lazily after that
+  redis_refused_writes_total{reason}    writes Redis refused: OOM (maxmemory) | MISCONF (disk)
+  store_breaker_state{breaker}          gauge: this process's circuit breaker per store, 0 closed,
+                                        1 half-open, 2 open (config/breakers.py)
+  celery_task_retries_total{task}       task runs that ended in a retry (config/observe.py)
+  celery_task_failures_total{task}      task runs that raised
+  http_request_duration_seconds{route, method, status}   histogram (config/observe.py): route is
+                                        the URL pattern (``api/v1/campaigns/<str:campaign_id>``)
+  celery_task_duration_seconds{task, state}              histogram: state SUCCESS|FAILURE|RETRY
+  build_info{version, python, django}   gauge, always 1
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
   celery_queue_workers{queue}           gauge: live workers consuming the queue (``queue_workers``)
   prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
@@ -42,7 +51,12 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from redis.exceptions import RedisError
 
 from config import broker
@@ -67,6 +81,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bulk_outage_waits": ("Batches put back because a store did not answer.", ()),
     "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
     "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
+    # gray failures (config/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
+    "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),
+    # Celery task outcomes per task (config/observe.py)
+    "celery_task_retries": ("Task runs that ended in a retry.", ("task",)),
+    "celery_task_failures": ("Task runs that raised.", ("task",)),
 }
 
 
@@ -189,15 +208,17 @@ def _consumers(replies: Mapping[str, Iterable[Mapping[str, Any]] | None]) -> dic
 
 class MissiveCollector:
     def collect(self) -> Iterator[Metric]:
-        yield from self._counters()
+        stored = get_redis().hgetall(KEY)
+        yield from self._counters(stored)
+        yield from histogram_families(stored)
         yield from self._gauges()
 
-    def _counters(self) -> Iterator[Metric]:
+    def _counters(self, stored: Mapping[Any, Any]) -> Iterator[Metric]:
         families = {
             name: CounterMetricFamily(PREFIX + name, help_text, labels=list(labels))
             for name, (help_text, labels) in COUNTERS.items()
         }
-        for raw_key, value in get_redis().hgetall(KEY).items():
+        for raw_key, value in stored.items():
             text = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
             name, _, labels = text.partition("|")
             if name in families:
@@ -226,11 +247,77 @@ class MissiveCollector:
             yield from read()
 
 
+# -- histograms (durations), kept like the counters -----------------------------------------
+# Each observation adds 1 to the series of the first bucket that holds it, and its duration in
+# whole microseconds to the series' sum: integer increments in the same buffer and Redis hash
+# as the counters (``h|<name>|<labels>|<le>`` and ``h|<name>|<labels>|sum_us``), summed into
+# Prometheus's cumulative buckets at scrape.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "http_request_duration_seconds": (
+        "HTTP request duration by URL pattern, method and status.",
+        ("route", "method", "status"),
+    ),
+    "celery_task_duration_seconds": (
+        "Celery task run duration by task and state.",
+        ("task", "state"),
+    ),
+}
+_UNSAFE = str.maketrans({",": "_", "=": "_", "|": "_"})  # the series key's own separators
+
+
+def observe(name: str, seconds: float, **labels: str) -> None:
+    """One duration on histogram ``name`` (flushed with the counters)."""
+    names = HISTOGRAMS[name][1]
+    base = f"h|{name}|" + ",".join(f"{k}={str(labels[k]).translate(_UNSAFE)}" for k in names)
+    le = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "+Inf")
+    with _buffer.lock:
+        if _buffer.pid != os.getpid():
+            _buffer.pending.clear()
+            _buffer.pid = os.getpid()
+        _buffer.pending[f"{base}|{le}"] += 1
+        _buffer.pending[f"{base}|sum_us"] += round(seconds * 1e6)
+        due = time.monotonic() - _buffer.flushed_at >= settings.METRICS_FLUSH_S
+    if due:
+        flush()
+
+
+def histogram_families(stored: Mapping[Any, Any]) -> Iterator[Metric]:
+    found: dict[str, dict[str, dict[str, int]]] = {name: {} for name in HISTOGRAMS}
+    for raw_key, value in stored.items():
+        text = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+        kind, _, rest = text.partition("|")
+        name, _, rest = rest.partition("|")
+        labels, _, le = rest.rpartition("|")
+        if kind == "h" and name in found:
+            found[name].setdefault(labels, {})[le] = int(value)
+    for name, series in found.items():
+        help_text, label_names = HISTOGRAMS[name]
+        family = HistogramMetricFamily(PREFIX + name, help_text, labels=list(label_names))
+        for labels, counts in series.items():
+            values = [pair.partition("=")[2] for pair in labels.split(",")]
+            family.add_metric(values, _cumulative(counts), counts.get("sum_us", 0) / 1e6)
+        yield family
+
+
+def _cumulative(counts: Mapping[str, int]) -> list[tuple[str, float]]:
+    total, buckets = 0, []
+    for le in (*(str(b) for b in DURATION_BUCKETS), "+Inf"):
+        total += counts.get(le, 0)
+        buckets.append((le, float(total)))
+    return buckets
+
+
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(MissiveCollector())
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus scrape endpoint (text exposition format)."""
+    """The Prometheus scrape endpoint (text exposition format), for whom METRICS_ALLOWED_IPS or
+    METRICS_TOKEN name (config/observe.py); anyone else gets a 403."""
+    from config.observe import metrics_allowed, metrics_refused
+
+    if not metrics_allowed(request):
+        return metrics_refused()
     flush()
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

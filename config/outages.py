@@ -8,18 +8,33 @@ that retrying cannot fix.
 
 The database's OperationalError covers both kinds (MySQLdb raises it for a lost connection and for
 an unknown column alike), so it is told apart by the server's error code.
+
+Two more kinds wait like an outage:
+- a circuit breaker that is open (``config.breakers.StoreOpen``): the store was just found out;
+- Redis refusing writes (``OOM``: maxmemory reached, ``MISCONF``: it cannot persist, say a full
+  disk): the remedy is an operator's, as for an outage, and the data is intact, so a batch waits
+  instead of failing its recipients. The client that meets one counts it
+  (``missive_redis_refused_writes_total{reason}``) and logs a WARNING saying what to do
+  (``report_refused_write``, config/redis.py).
+
+``store_down`` is the narrower question a breaker asks: did the store answer at all? A deadlock,
+a lock wait, a read-only replica or a Redis that refuses writes answered, and do not open one.
 """
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import socket
+import time
 
 import happybase  # noqa: F401  (loads the Hbase_thrift module below)
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from happybase.pool import NoConnectionsAvailable
 from Hbase_thrift import IOError as HBaseIOError
+from pybreaker import CircuitBreakerError
 from redis import exceptions as redis_errors
 from thriftpy2.transport import TTransportException
 
@@ -42,6 +57,20 @@ REDIS_UNAVAILABLE = (
     redis_errors.MasterDownError,
 )
 TRANSPORT = (TTransportException, NoConnectionsAvailable, socket.timeout, ConnectionError)
+# The client-side codes of a server that did not answer (no route, refused, gone, lost, timed out)
+# and the server shutting down: what a breaker counts (``store_down``).
+DB_DOWN_CODES = frozenset({1053, 2002, 2003, 2006, 2013, 2055})
+REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)
+# "OOM command not allowed when used memory > 'maxmemory'", "MISCONF Redis is configured to save
+# RDB snapshots, but it's currently unable to persist to disk" (also inside a script's or a
+# pipeline's error message)
+REFUSED_WRITE = re.compile(r"(?:^|\W)(OOM|MISCONF) ")
+REFUSED_WRITE_ADVICE = {
+    "OOM": "maxmemory is reached: raise maxmemory or free memory",
+    "MISCONF": "it cannot persist (disk full or not writable?): free disk space or fix its dir",
+}
+REFUSED_LOG_EVERY_S = 10.0
+log = logging.getLogger(__name__)
 
 
 def store_unavailable(exc: BaseException) -> bool:
@@ -57,8 +86,10 @@ def store_unavailable(exc: BaseException) -> bool:
 
 
 def _unavailable(exc: BaseException) -> bool:
-    if isinstance(exc, (*REDIS_UNAVAILABLE, *TRANSPORT, InterfaceError)):
+    if isinstance(exc, (*REDIS_UNAVAILABLE, *TRANSPORT, InterfaceError, CircuitBreakerError)):
         return True
+    if isinstance(exc, redis_errors.ResponseError):
+        return refused_write(exc) is not None
     if isinstance(exc, HBaseIOError):
         return "TableNotFound" not in str(getattr(exc, "message", "") or exc)
     if isinstance(exc, OperationalError):
@@ -93,3 +124,58 @@ def _db_unavailable(exc: OperationalError) -> bool:
     if isinstance(code, int):
         return code in DB_UNAVAILABLE_CODES
     return "database is locked" in str(exc)  # SQLite, one machine: a writer holds the file
+
+
+def store_down(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says a store did not answer at all: what a circuit
+    breaker counts (config/breakers.py)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _down(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _down(exc: BaseException) -> bool:
+    if isinstance(exc, (*REDIS_DOWN, *TRANSPORT)):
+        return True
+    if isinstance(exc, OperationalError):
+        return bool(exc.args) and exc.args[0] in DB_DOWN_CODES
+    return False
+
+
+def refused_write(exc: BaseException) -> str | None:
+    """``OOM`` or ``MISCONF`` when Redis refused a write for want of memory or disk, else None."""
+    if isinstance(exc, redis_errors.OutOfMemoryError):  # redis-py drops its "OOM " prefix
+        return "OOM"
+    if not isinstance(exc, redis_errors.ResponseError):
+        return None
+    found = REFUSED_WRITE.search(str(exc))
+    return found.group(1) if found else None
+
+
+_last_refused_log: dict[str, float] = {}
+
+
+def report_refused_write(exc: BaseException) -> None:
+    """Count a write Redis refused and tell the operator what to do (a WARNING at most every
+    REFUSED_LOG_EVERY_S per reason and process: under a campaign every batch meets it)."""
+    reason = refused_write(exc)
+    if reason is None:
+        return
+    from config import metrics  # metrics imports the Redis client, which reports through here
+
+    metrics.inc("redis_refused_writes", reason=reason)
+    now = time.monotonic()
+    if now - _last_refused_log.get(reason, -REFUSED_LOG_EVERY_S) >= REFUSED_LOG_EVERY_S:
+        _last_refused_log[reason] = now
+        log.warning(
+            "Redis refuses writes: %s (%s); %s. Campaign batches wait and API writes answer "
+            "503 until it accepts them again.",
+            reason,
+            str(exc)[:200],
+            REFUSED_WRITE_ADVICE[reason],
+        )

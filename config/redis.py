@@ -24,6 +24,13 @@ The contract every store keeps, so that the same code runs on both:
   routes each command by its first key, writes each node's share in one go to every node before
   reading any, and sends alone, through ``RedisCluster`` (redirects, slot-map refresh, retries),
   whatever met MOVED/ASK, a lost connection or a cluster in failover.
+
+Gray failures (config/timeouts.py, config/breakers.py): the client connects within the ``redis``
+row of STORE_TIMEOUTS and waits that row's read timeout for a reply (1 s in an API process, 5 s
+in a worker); a lost connection is retried once at once (a restarted Redis), a timeout is not
+(a frozen one would cost the timeout again). Every command and pipeline goes through the
+``redis`` circuit breaker, and a write Redis refuses (OOM, MISCONF) is counted and logged
+(``config.outages.report_refused_write``).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from typing import Any, TypeVar
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, PipelineStrategy, RedisCluster
 from redis.commands.core import Script
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -45,16 +54,49 @@ from redis.exceptions import (
     SlotNotCoveredError,
     TryAgainError,
 )
+from redis.retry import Retry
 from redis.typing import KeyT
 
-from config import embedded
+from config import breakers, embedded, timeouts
 
 T = TypeVar("T")
 _SCRIPTS: dict[str, Any] = {}  # SHA -> source of every script registered on the cluster client
 
 
+def _guarded(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func`` through the ``redis`` breaker; a refused write reported on its way out."""
+    try:
+        return breakers.guarded("redis", func, *args, **kwargs)
+    except redis.ResponseError as exc:
+        from config.outages import report_refused_write  # outages imports this module
+
+        report_refused_write(exc)
+        raise
+
+
+class _Redis(redis.Redis):
+    """One Redis, every command and pipeline through the breaker (module docstring)."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        return _guarded(super().execute_command, *args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        pipe.__class__ = _GuardedPipeline  # same object, its execute guarded
+        return pipe
+
+
+class _GuardedPipeline(Pipeline):
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return _guarded(super().execute, raise_on_error)
+
+
 class _Cluster(RedisCluster):
-    """``RedisCluster`` whose pipelines survive a node without the scripts (see above)."""
+    """``RedisCluster`` whose pipelines survive a node without the scripts (see above), every
+    command and pipeline through the breaker."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        return _guarded(super().execute_command, *args, **kwargs)
 
     def register_script(self, script: Any) -> Script:
         found = super().register_script(script)
@@ -79,6 +121,9 @@ class _Pipeline(ClusterPipeline):
         return self.execute_command("RENAME", src, dst)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return _guarded(self._execute, raise_on_error)
+
+    def _execute(self, raise_on_error: bool) -> list[Any]:
         strategy = self._execution_strategy
         if not isinstance(strategy, PipelineStrategy):  # MULTI/EXEC (one slot): redis-py's own
             return super().execute(raise_on_error)
@@ -209,9 +254,22 @@ def get_redis() -> redis.Redis:
     if settings.REDIS_EMBEDDED:
         embedded.ensure_started(settings.VAR_DIR)
     if clustered():
-        client: Any = _Cluster.from_url(settings.REDIS_URL, health_check_interval=30)
+        client: Any = _Cluster.from_url(settings.REDIS_URL, **_timeouts())
         return client
-    return redis.Redis.from_url(settings.REDIS_URL, health_check_interval=30)
+    return _Redis.from_url(settings.REDIS_URL, retry=_retry_policy(), **_timeouts())
+
+
+def _timeouts() -> dict[str, Any]:
+    return {
+        "health_check_interval": 30,
+        "socket_connect_timeout": timeouts.connect_s("redis"),
+        "socket_timeout": timeouts.read_s("redis"),
+    }
+
+
+def _retry_policy() -> Retry:
+    """Once at once on a lost connection; never on a timeout (module docstring)."""
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 
 def slot_of(key: str) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 import dj_database_url
 
-from config import embedded
+from config import deploy, embedded, logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MISSIVE_VAR_DIR", BASE_DIR / "var"))
@@ -33,9 +33,37 @@ def env_int(name: str, default: int) -> int:
     return int(env(name, str(default)))
 
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", "missive-dev-only-not-secret")
 DEBUG = env("DJANGO_DEBUG", "0") == "1"
+# Never a known key with DEBUG off (config/deploy.py): a deployment without one stops here.
+SECRET_KEY = deploy.secret_key(
+    os.environ.get("DJANGO_SECRET_KEY", ""),
+    debug=DEBUG,
+    one_machine=not os.environ.get("REDIS_URL"),
+    var_dir=VAR_DIR,
+)
 ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
+
+# --- HTTPS behind a proxy (manage.py check --deploy) ---------------------------------------------
+# DJANGO_TLS_AT_PROXY=1: a TLS proxy in front redirects http to https and sends HSTS itself, so
+# Django does neither (its checks W004/W008 are silenced) and the unread fast path, which does
+# not reproduce them, stays on; cookies are then sent over HTTPS only. Without such a proxy, turn
+# on Django's own: DJANGO_SECURE_SSL_REDIRECT=1, DJANGO_SECURE_HSTS_SECONDS=31536000.
+TLS_AT_PROXY = env("DJANGO_TLS_AT_PROXY", "0") == "1"
+# The header the proxy sets to "https" on TLS requests (e.g. X-Forwarded-Proto); only behind a
+# proxy that always sets or strips it.
+if _proxy_header := env("DJANGO_SECURE_PROXY_SSL_HEADER", ""):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+SECURE_SSL_REDIRECT = env("DJANGO_SECURE_SSL_REDIRECT", "0") == "1"
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+SECURE_HSTS_PRELOAD = env("DJANGO_SECURE_HSTS_PRELOAD", "0") == "1"
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = (
+    env("DJANGO_SECURE_COOKIES", "1" if TLS_AT_PROXY else "0") == "1"
+)
+# https://admin.example.com,...: the admin's forms posted through a proxy that ends TLS
+CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+SILENCED_SYSTEM_CHECKS = ["security.W004", "security.W008"] if TLS_AT_PROXY else []
+# --- end of the HTTPS settings ---------------------------------------------------------------
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -52,15 +80,20 @@ INSTALLED_APPS = [
     "messaging",
     "unread",
     "bulk",
+    "channels",  # live delivery (live/): the WebSocket gateway
+    "live",
 ]
 
 MIDDLEWARE = [
+    "config.logs.RequestIdMiddleware",  # outermost: X-Request-ID on every log line (config/logs)
+    "config.observe.RequestMetricsMiddleware",  # request duration by route and status
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",  # check --deploy (security.W002)
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -81,11 +114,65 @@ TEMPLATES = [
 ]
 
 
+# --- Gray failures: every client's timeouts, one table (issue 20; config/timeouts.py) -----------
+# A frozen or partitioned store accepts nothing and answers nothing: without these a client waits
+# until TCP gives up, minutes later. Per store: ``connect`` (s), ``api`` (s, a read or write in an
+# API server process: the API answers 503 within about 2 s) and ``worker`` (s, everything else:
+# Celery workers, beat, manage.py, scripts, tests; bulk statements take longer). Which one a
+# process uses is PROCESS_ROLE: config/asgi.py and config/wsgi.py set MISSIVE_PROCESS_ROLE=api
+# before settings load; the default is ``worker``, so a migration or a management command is
+# never cut at an API deadline. Each value is overridable: STORE_TIMEOUT_<STORE>_<KIND>_S, e.g.
+# STORE_TIMEOUT_REDIS_API_S=0.5. ``broker`` is the Celery broker's Redis (no API row: enqueueing
+# from the API uses the worker value, kombu's own socket timeout). HBase Thrift (happybase) has
+# one socket timeout: ``connect`` is unused there.
+PROCESS_ROLE = env("MISSIVE_PROCESS_ROLE", "worker")
+_TIMEOUT_DEFAULTS = {
+    "redis": {"connect": 0.5, "api": 1.0, "worker": 5.0},
+    "broker": {"connect": 0.5, "api": 5.0, "worker": 5.0},
+    "mariadb": {"connect": 1.0, "api": 2.0, "worker": 30.0},
+    "hbase": {"connect": 1.0, "api": 2.0, "worker": 10.0},
+}
+STORE_TIMEOUTS = {
+    store: {
+        kind: float(env(f"STORE_TIMEOUT_{store.upper()}_{kind.upper()}_S", str(value)))
+        for kind, value in kinds.items()
+    }
+    for store, kinds in _TIMEOUT_DEFAULTS.items()
+}
+# A circuit breaker per store (config/breakers.py): after BREAKER_FAIL_MAX calls in a row that got
+# no answer it opens, and calls fail at once (503 + Retry-After) for BREAKER_RESET_S; then one
+# call probes (half-open) and closes it again, or reopens it.
+BREAKER_FAIL_MAX = env_int("BREAKER_FAIL_MAX", 2)
+BREAKER_RESET_S = float(env("BREAKER_RESET_S", "3"))
+# A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
+# a second per process), or not answering, sends its reads to the primary (config/dbrouter.py).
+REPLICA_MAX_LAG_S = float(env("REPLICA_MAX_LAG_S", "5"))
+
+
+if PROCESS_ROLE not in ("api", "worker"):
+    raise ValueError(f"MISSIVE_PROCESS_ROLE must be api or worker, not {PROCESS_ROLE!r}")
+
+
+def _mysql_timeouts() -> dict[str, int]:
+    """MariaDB client timeouts in whole seconds (MySQLdb's connect/read/write_timeout are ints)."""
+    limits = STORE_TIMEOUTS["mariadb"]
+    rw = max(1, round(limits[PROCESS_ROLE]))
+    return {
+        "connect_timeout": max(1, round(limits["connect"])),
+        "read_timeout": rw,
+        "write_timeout": rw,
+    }
+
+
+# --- end of the gray-failure settings ---------------------------------------------------------
+
+
 def _database(url: str = "") -> dict[str, Any]:
     url = url or env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
     db: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
     if db["ENGINE"] == "django.db.backends.mysql":
         db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
+        db["OPTIONS"].update(_mysql_timeouts())  # gray failures (above)
         db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
         if os.environ.get("DATABASE_TEST_NAME"):  # parallel suites on one server
             db["TEST"]["NAME"] = os.environ["DATABASE_TEST_NAME"]
@@ -130,6 +217,10 @@ CACHES = {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": env("CACHE_REDIS_URL", CELERY_BROKER_URL if REDIS_CLUSTER else REDIS_URL),
         "KEY_PREFIX": "missive:cache",
+        "OPTIONS": {  # gray failures: the data Redis' row of STORE_TIMEOUTS
+            "SOCKET_CONNECT_TIMEOUT": STORE_TIMEOUTS["redis"]["connect"],
+            "SOCKET_TIMEOUT": STORE_TIMEOUTS["redis"][PROCESS_ROLE],
+        },
     }
 }
 
@@ -153,7 +244,8 @@ HBASE = {
     "THRIFT2_PORT": env_int("HBASE_THRIFT2_PORT", 9091),
     "TABLE_PREFIX": env("HBASE_TABLE_PREFIX", "missive"),
     "POOL_SIZE": env_int("HBASE_POOL_SIZE", 8),
-    "TIMEOUT_MS": env_int("HBASE_TIMEOUT_MS", 10000),
+    # the Thrift socket timeout: STORE_TIMEOUTS' hbase row for this process unless set
+    "TIMEOUT_MS": env_int("HBASE_TIMEOUT_MS", round(1000 * STORE_TIMEOUTS["hbase"][PROCESS_ROLE])),
     "SALT_BUCKETS": 16,
 }
 
@@ -273,7 +365,9 @@ can answer.
 
 ## Retries
 `429` (over the client's write rate, or a quota) and `503` (a store briefly unavailable) carry
-`Retry-After` in seconds: the same request, retried after it, is safe. Creates are idempotent:
+`Retry-After` in seconds: the same request, retried after it, is safe. A `429` from the client's
+write rate also carries `RateLimit-Limit` (the bucket's size), `RateLimit-Remaining` (`0`) and
+`RateLimit-Reset` (seconds until a write is let through). Creates are idempotent:
 a 1:1 or group send with the same `(sender_uid, client_msg_id)`, and a campaign or group create
 with the same `Idempotency-Key` header, return the original (200) instead of a second copy; the
 same key with a different body answers 409.
@@ -318,6 +412,11 @@ SPECTACULAR_SETTINGS = {
             "name": "Audiences",
             "description": "Uploaded recipient lists for campaigns. Scope `campaigns`.",
         },
+        {
+            "name": "Live delivery",
+            "description": "Connection tokens for the WebSocket gateway (`/live/v1`) and "
+            "presence. Scope `users` or `inbox`.",
+        },
     ],
     # Swagger UI's files come from the drf-spectacular-sidecar package, not a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -330,6 +429,31 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# --- Live delivery (live/, docs/live.md) ---------------------------------------------------------
+# The channel layer between gateway processes (channels-redis) needs a plain Redis: the data
+# Redis, or with a cluster (which channels-redis does not support) the broker's.
+LIVE_REDIS_URL = env("LIVE_REDIS_URL", CELERY_BROKER_URL if REDIS_CLUSTER else REDIS_URL)
+LIVE_CHANNEL_LAYER = "default"
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # capacity: pushes queued per connection between gateways before the layer drops them.
+        # socket_timeout: the layer blocks 5 s in BZPOPMIN, redis-py's default read timeout is
+        # 5 s too, and the race kills idle connections; 15 s still notices a dead Redis.
+        "CONFIG": {
+            "hosts": [{"address": LIVE_REDIS_URL, "socket_timeout": 15}],
+            "prefix": "missive:live",
+            "capacity": 1000,
+        },
+    }
+}
+ASGI_APPLICATION = "config.asgi.application"
+LIVE_RESUME_WINDOW_S = env_int("LIVE_RESUME_WINDOW_S", 300)  # "recently online": logged, resumable
+LIVE_LOG_MAXLEN = env_int("LIVE_LOG_MAXLEN", 1000)  # events kept per user for a resume
+LIVE_TOKEN_TTL_S = env_int("LIVE_TOKEN_TTL_S", 60)  # a connection token opens connections this long
+LIVE_HEARTBEAT_S = env_int("LIVE_HEARTBEAT_S", 20)  # presence refresh; online until 3 missed
+LIVE_BACKLOG = env_int("LIVE_BACKLOG", 1000)  # frames queued for one connection; past it 4008
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -337,9 +461,18 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "WARNING")},
-}
+# --- Logs (config/logs.py) -------------------------------------------------------------------
+# LOG_FORMAT: ``json`` (one JSON object per line: time, level, logger, message, request_id) or
+# ``text``; by default text when stderr is a terminal (a person runs a command), JSON otherwise.
+LOG_FORMAT = env("LOG_FORMAT", logs.default_format())
+LOG_LEVEL = env("LOG_LEVEL", "WARNING")
+LOGGING = logs.logging_config(LOG_FORMAT, LOG_LEVEL)
+# --- end of the log settings ------------------------------------------------------------------
+
+# --- Who may read /metrics (config/observe.py) -------------------------------------------------
+# Addresses or networks (comma-separated) whose requests may scrape; REMOTE_ADDR, so behind a
+# proxy name the proxy's address, or better scrape each process directly. Default loopback only.
+METRICS_ALLOWED_IPS = env("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+# A scraper sending ``Authorization: Bearer <METRICS_TOKEN>`` may read from anywhere; unset: none.
+METRICS_TOKEN = env("METRICS_TOKEN", "")
+# --- end of the /metrics settings ---------------------------------------------------------------

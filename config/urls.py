@@ -11,10 +11,12 @@ apps' ``static/`` directories only, so nothing else on disk is reachable.
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.staticfiles.views import serve as serve_static
+from django.http import HttpResponse
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from api.schema import SchemaView
+from config.health import healthz, readyz
 from config.metrics import metrics_view
 
 urlpatterns = [
@@ -22,9 +24,15 @@ urlpatterns = [
     path("api/v1/", include("messaging.urls")),
     path("api/v1/", include("bulk.urls")),
     path("api/v1/", include("unread.urls")),
+    path("api/v1/", include("live.urls")),
     path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("metrics", metrics_view, name="metrics"),
+    # Health probes for load balancers (config/health.py): liveness, then readiness.
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    # Browsers ask every site for one; "no content" instead of a 404 in the admin's console.
+    path("favicon.ico", lambda request: HttpResponse(status=204)),
     re_path(
         rf"^{settings.STATIC_URL.lstrip('/')}(?P<path>.+)$",
         serve_static,

@@ -5,4 +5,5 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("MISSIVE_PROCESS_ROLE", "api")  # API timeouts (config/settings.py)
 application = get_wsgi_application()

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
-from config.dbrouter import PRIMARY, replica
+from config.dbrouter import PRIMARY, read_replica
 from messaging import msgkey as keys
 from messaging.content import preview
 from messaging.counters.store import unread_for_peers
@@ -150,8 +150,12 @@ def mysql_page(
     owner: int, *, category: str | None, cursor: str | None, limit: int
 ) -> ConversationPage:
     """One page straight from MySQL (pages past the cached prefix, or no cache at all): the
-    cold tier, read from the replica (it may lag; no cache is filled from this page)."""
-    db = replica()
-    rows, more = top(owner, limit, after=Cursor.parse(cursor), category=category, db=db)
-    next_cursor = str(Cursor(rows[-1].sort_key, rows[-1].peer_uid)) if more and rows else None
-    return ConversationPage(items_for(owner, rows, db=db), next_cursor)
+    cold tier, read from the replica (it may lag; no cache is filled from this page), or the
+    primary when the replica is out (``read_replica``)."""
+
+    def page(db: str) -> ConversationPage:
+        rows, more = top(owner, limit, after=Cursor.parse(cursor), category=category, db=db)
+        next_cursor = str(Cursor(rows[-1].sort_key, rows[-1].peer_uid)) if more and rows else None
+        return ConversationPage(items_for(owner, rows, db=db), next_cursor)
+
+    return read_replica(page)

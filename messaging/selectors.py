@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections
 
-from config.dbrouter import PRIMARY, replica
+from config.dbrouter import PRIMARY, read_replica, replica
 from config.sqlvalues import int_list
 from messaging import convlist
 from messaging import msgkey as keys
@@ -110,7 +110,7 @@ def _history_messages(msgkeys: list[int]) -> dict[int, Message]:
     """Message bodies past the caches come from the read replica; one it has not received yet
     (the inbox entry is newer than its lag) is read from the primary, so history never drops a
     message that was just sent."""
-    found = messages_by_key(msgkeys, db=replica())
+    found = read_replica(lambda db: messages_by_key(msgkeys, db=db))
     missing = [k for k in msgkeys if k not in found]
     if missing and replica() != PRIMARY:
         found.update(messages_by_key(missing, db=PRIMARY))

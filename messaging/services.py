@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +25,7 @@ from api.models import Scope
 from config import stages
 from config.redis import get_redis
 from messaging import msgkey as keys
+from messaging import pushes
 from messaging.content import validate_content
 from messaging.convcache import writer as convcache
 from messaging.conversations import (
@@ -51,6 +53,7 @@ RECALL_WINDOW = timedelta(minutes=2)
 # A send whose delivery has not finished this long after its content was stored was interrupted
 # (an outage, a killed process): the sweep finishes it. A live send takes milliseconds.
 STALLED_SEND_S = 30.0
+log = logging.getLogger(__name__)
 # Messages that reach timelines by another route (a campaign's batches) are recalled there too:
 # bulk registers its fan-out here (bulk.apps). Each must be idempotent; it runs on every recall.
 RECALL_FANOUTS: list[Callable[[Message], object]] = []
@@ -203,14 +206,37 @@ def _replay(existing: ClientMessage, digest: str) -> SendResult:
 def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int = 500) -> int:
     """Finish 1:1 sends whose delivery an outage or a crash interrupted after the content was
     stored, without waiting for the client to retry (the beat task ``messaging.sends_complete``).
-    Each is finished exactly as a retry would (``_replay``); returns how many were."""
+    Each is finished exactly as a retry would (``_replay``); returns how many were.
+
+    Every stalled send is visited, ``limit`` rows a query in msgkey order, so sends that cannot
+    be finished now never hold back later ones; one that fails is logged and left for the next
+    pass, the others go on. One recalled meanwhile, or whose content is gone, is finished as it
+    is: marked delivered, nothing delivered (the recall removed or will remove its copies)."""
     before = keys.lower_bound(timezone.now() - timedelta(seconds=older_than_s))
-    stalled = ClientMessage.objects.filter(delivered=False, msgkey__lt=before).order_by("msgkey")
-    done = 0
-    for sent in stalled[:limit]:
-        _replay(sent, sent.digest)
-        done += 1
-    return done
+    done, after = 0, 0
+    while True:
+        stalled = ClientMessage.objects.filter(
+            delivered=False, msgkey__lt=before, msgkey__gt=after
+        ).order_by("msgkey")
+        page = list(stalled[:limit])
+        done += sum(_complete_stalled(sent) for sent in page)
+        if len(page) < limit:
+            return done
+        after = page[-1].msgkey
+
+
+def _complete_stalled(sent: ClientMessage) -> int:
+    """1 once ``sent`` is finished, 0 when it failed (left for the next pass)."""
+    try:
+        message = Message.objects.filter(msgkey=sent.msgkey).first()
+        if message is None or message.status == MessageStatus.RECALLED:
+            ClientMessage.objects.filter(pk=sent.pk).update(delivered=True)
+        else:
+            _deliver_one(message, sent.receiver_uid)  # idempotent steps
+    except Exception:
+        log.warning("messaging: stalled send %s left for the next pass", sent.msgkey, exc_info=True)
+        return 0
+    return 1
 
 
 def _deliver_one(message: Message, receiver_uid: int) -> None:
@@ -225,6 +251,7 @@ def _deliver_one(message: Message, receiver_uid: int) -> None:
         sender_category=categories_for([sender], receiver_uid)[sender],
     )
     ClientMessage.objects.filter(msgkey=message.msgkey).update(delivered=True)
+    pushes.message_sent(message, receiver_uid)
 
 
 # -- recall --------------------------------------------------------------------------------------
@@ -243,6 +270,7 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
     # Every step below is idempotent, so recalling again finishes what an interrupted call left.
     for sent in ClientMessage.objects.filter(msgkey=msgkey):
         _recall_copies(message, sent.receiver_uid)
+        pushes.recalled(message, sent.receiver_uid)
     for fanout in RECALL_FANOUTS:
         fanout(message)
     return message
@@ -322,6 +350,7 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     )
     convcache.refresh([(owner_uid, peer_uid)])
     unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=remaining)
+    pushes.read_moved(owner_uid=owner_uid, peer_uid=peer_uid, read_upto=upto, unread=remaining)
     return remaining
 
 
@@ -337,6 +366,7 @@ def message_delete(*, owner_uid: int, peer_uid: int, msgkey: int) -> None:
         unread_add(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, delta=-1)
     if msgkey == conv.last_msgkey:
         _reset_last(conv)
+    pushes.deleted(owner_uid=owner_uid, peer_uid=peer_uid, msgkey=msgkey)
 
 
 def _reset_last(conv: Conversation) -> None:

@@ -59,6 +59,7 @@ def configure_env(backend: str) -> None:
     os.environ.setdefault("INBOX_BACKEND", backend)
     os.environ.setdefault("GROUP_TIMELINE_BACKEND", backend)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # config/deploy.py
     sys.path.insert(0, str(ROOT))
 
 

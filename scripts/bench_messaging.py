@@ -61,6 +61,7 @@ def configure_env() -> None:
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # config/deploy.py
     sys.path.insert(0, str(ROOT))
 
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 DB_NAME = "bench6"
 os.environ.update(
     DJANGO_SETTINGS_MODULE="config.settings",
+    DJANGO_SECRET_KEY="bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
     DATABASE_URL=f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     REDIS_URL="redis://127.0.0.1:6379/12",
     CELERY_BROKER_URL="redis://127.0.0.1:6379/13",

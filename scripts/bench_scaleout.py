@@ -31,6 +31,7 @@ RUN = re.compile(
 )
 REPLICA_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_scaleout",
     "DATABASE_REPLICA_URL": "mysql://missive:missive@127.0.0.1:3307/missive_scaleout",
     "REDIS_URL": "redis://127.0.0.1:6379/10",

@@ -36,6 +36,7 @@ DB_NAME = "bench6"
 REDIS_DB = 12
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
     "DATABASE_URL": f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_capacity",
     "REDIS_URL": "redis://127.0.0.1:6379/4",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/5",

@@ -111,7 +111,18 @@ def hbase_tables(django_db_blocker: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def clean_redis() -> None:
+def closed_breakers() -> None:
+    """Every store's circuit breaker closed (config/breakers.py): an outage a test played must
+    not fail the next test fast."""
+    from config import breakers
+    from config.dbrouter import forget_replica_health
+
+    breakers.reset()
+    forget_replica_health()
+
+
+@pytest.fixture(autouse=True)
+def clean_redis(closed_breakers: None) -> None:
     from config.redis import get_redis
 
     get_redis().flushdb()  # on a Redis Cluster, every primary (redis-py sends it to each)

@@ -19,6 +19,8 @@ If Redis lost the zset (``ver`` missing), the next count reloads it from MySQL.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import secrets
 import threading
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from api.errors import Conflict
 from config import metrics
 from config.redis import get_redis
 from messaging import msgkey as clock
@@ -51,7 +54,11 @@ def normalise(content: Any) -> dict[str, Any]:
     return validate_content(content)
 
 
-def announcement_publish(*, content: Any, published_by: str = "") -> Announcement:
+def announcement_publish(
+    *, content: Any, published_by: str = "", once: Once | None = None
+) -> Announcement:
+    """Publish to everyone. With ``once`` (an API client's Idempotency-Key) a retry returns the
+    announcement the key first published: use ``announcement_publish_once``."""
     body = normalise(content)
     for _ in range(PUBLISH_ATTEMPTS):
         newest = Announcement.objects.aggregate(m=Max("published_ms"))["m"] or 0
@@ -61,15 +68,61 @@ def announcement_publish(*, content: Any, published_by: str = "") -> Announcemen
                     content=body,
                     published_ms=max(clock.now_ms(), newest + 1),
                     published_by=published_by,
+                    **(once.fields(body) if once else {}),
                 )
             break
-        except IntegrityError:  # another publish took this millisecond
+        except IntegrityError:  # another publish took this millisecond, or this key
+            if once is not None and once.find() is not None:
+                raise
             continue
     else:
         raise RuntimeError("could not place the announcement on the clock")
     _remember([row])
     metrics.inc("announcements_published")
     return row
+
+
+@dataclass(frozen=True)
+class Once:
+    """An API client's Idempotency-Key for a publish."""
+
+    client_id: int
+    key: str
+
+    def find(self) -> Announcement | None:
+        return Announcement.objects.filter(
+            client_id=self.client_id, idempotency_key=self.key
+        ).first()
+
+    def fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "client_id": self.client_id,
+            "idempotency_key": self.key,
+            "request_digest": digest(body),
+        }
+
+
+def digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def announcement_publish_once(
+    *, content: Any, published_by: str, once: Once
+) -> tuple[Announcement, bool]:
+    """(announcement, published now): a key seen before returns its announcement, published
+    once; the same key with other content is a Conflict (409)."""
+    body = normalise(content)
+    found = once.find()
+    if found is None:
+        try:
+            return announcement_publish(content=body, published_by=published_by, once=once), True
+        except IntegrityError:  # a concurrent retry with this key published it
+            found = once.find()
+            if found is None:
+                raise
+    if found.request_digest != digest(body):
+        raise Conflict("Idempotency-Key was already used for a different announcement.")
+    return found, False
 
 
 def _remember(rows: list[Announcement]) -> None:

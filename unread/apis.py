@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,7 +17,7 @@ from api.auth import principal
 from api.fields import IdField, path_ids
 from api.models import Scope
 from api.paging import PAGE_MAX
-from api.views import ERRORS, ApiView, validated
+from api.views import ERROR_SCHEMA, ERRORS, ApiView, idempotency_key, validated
 from messaging.convcache import prewarm
 from unread import announcements, selectors
 
@@ -106,14 +106,34 @@ class AnnouncementPublishApi(ApiView):
         tags=["Announcements"],
         summary="Publish an announcement to every user",
         request=PublishIn,
-        responses={201: AnnouncementOut, **ERRORS},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="a retried publish with the same key and content returns the same "
+                "announcement (200), published once; the same key with other content answers 409",
+            )
+        ],
+        responses={
+            201: AnnouncementOut,
+            200: OpenApiResponse(AnnouncementOut, "an Idempotency-Key replay: the original"),
+            409: OpenApiResponse(ERROR_SCHEMA, "Idempotency-Key reused for other content"),
+            **ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
         data = validated(PublishIn, request.data)
-        row = announcements.announcement_publish(
-            content=data["content"], published_by=principal(request).name
+        who, key = principal(request), idempotency_key(request)
+        if key is None:
+            row = announcements.announcement_publish(content=data["content"], published_by=who.name)
+            return Response(AnnouncementOut(row).data, status=201)
+        row, created = announcements.announcement_publish_once(
+            content=data["content"],
+            published_by=who.name,
+            once=announcements.Once(who.client_id, key),
         )
-        return Response(AnnouncementOut(row).data, status=201)
+        return Response(AnnouncementOut(row).data, status=201 if created else 200)
 
 
 class UserAnnouncementsApi(ApiView):

@@ -12,6 +12,8 @@ to Django untouched (Django then answers exactly as before, and warms what was c
   (``api.auth.cached_principal``) under the current clients' generation, with the ``inbox``
   scope: so 401 and 403, a revoked client or a rotated token (the generation moved) reach Django;
 - Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
+- the process's ``redis`` circuit breaker not closed (config/breakers.py): Redis was just found
+  out, and Django answers 503 at once rather than this path waiting its timeout first;
 - counters not verified in the current epoch (Redis restarted: ``messaging.counters.epoch``);
 - settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
   whose effect it does not reproduce (``unsupported_settings``): then it is off altogether and
@@ -44,10 +46,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import hiredis
+import redis
 from django.conf import settings
 from django.db import connections
 from django.http.request import split_domain_port, validate_host
@@ -58,6 +63,8 @@ from api.auth import MAX_TOKEN_CHARS, cached_principal
 from api.clients import GENERATION_KEY
 from api.fields import ID_PATTERN, MAX_ID
 from api.models import Scope
+from config import breakers, logs
+from config.observe import observe_request
 from config.redis_mux import ClusterMux, MuxRedis, RedisUnavailable, command_slot, mux_for
 from messaging.convcache import prewarm
 from messaging.counters import keys
@@ -75,12 +82,15 @@ log = logging.getLogger(__name__)
 # The middleware whose effect on this answer is reproduced in ``response_headers``; any other
 # stack turns the fast path off rather than answer differently from Django.
 KNOWN_MIDDLEWARE = [
+    "config.logs.RequestIdMiddleware",  # its X-Request-ID header: ``request_id_header``
+    "config.observe.RequestMetricsMiddleware",  # no effect on the answer; observed in ``respond``
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",  # innermost: its header first
 ]
 # What the DRF view applies besides its body; the fast path does the same (401/403 by handing on).
 VIEW_POLICY = {
@@ -111,6 +121,11 @@ HOSTS_KEPT = 1024
 def unsupported_settings() -> list[str]:
     """What in the settings, or in the view, would make Django answer differently."""
     found = [name for name in UNSUPPORTED_WHEN_SET if getattr(settings, name)]
+    if found == ["SECURE_PROXY_SSL_HEADER"]:
+        # It only decides request.is_secure(), which this answer depends on through the HTTPS
+        # redirect and HSTS alone: with both off (TLS ends at a proxy that does them,
+        # DJANGO_TLS_AT_PROXY) Django answers the same either way.
+        found = []
     if list(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
         found.append("MIDDLEWARE")
     route = resolve(reverse("unread", kwargs={"uid": "1"}))
@@ -127,6 +142,7 @@ def unsupported_settings() -> list[str]:
 def response_headers() -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
     """Django's headers for this 200, in Django's order, around Content-Length."""
     before = [(b"Content-Type", b"application/json"), (b"Allow", b"GET, HEAD, OPTIONS")]
+    before.append((b"X-Frame-Options", settings.X_FRAME_OPTIONS.upper().encode()))
     after: list[tuple[bytes, bytes]] = []
     if settings.SECURE_CONTENT_TYPE_NOSNIFF:
         after.append((b"X-Content-Type-Options", b"nosniff"))
@@ -146,6 +162,8 @@ class UnreadFastPath:
         self.redis = redis or mux_for(settings.REDIS_URL, cluster=settings.REDIS_CLUSTER)
         self.clustered = isinstance(self.redis, ClusterMux)
         self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
+        self.route = resolve(reverse("unread", kwargs={"uid": "1"})).route  # as the metrics name it
+        self.started: ContextVar[float] = ContextVar("fastpath_started", default=0.0)
         self.headers_before, self.headers_after = response_headers()
         self._hosts: dict[bytes, bool] = {}
         unsupported = unsupported_settings()
@@ -155,9 +173,10 @@ class UnreadFastPath:
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if self.enabled and scope["type"] == "http":
+            self.started.set(time.perf_counter())
             body = await self.answer(scope)
             if body is not None:
-                await self.respond(send, body)
+                await self.respond(send, body, request_id_header(scope))
                 return
         if scope["type"] == "lifespan":  # Django's handler refuses lifespan: nothing is lost
             await self.lifespan(receive, send)
@@ -190,11 +209,12 @@ class UnreadFastPath:
         finally:
             connections.close_all()  # this thread's, if it opened one
 
-    async def respond(self, send: Send, body: bytes) -> None:
+    async def respond(self, send: Send, body: bytes, request_id: tuple[bytes, bytes]) -> None:
         length = (b"Content-Length", str(len(body)).encode())
-        headers = [*self.headers_before, length, *self.headers_after]
+        headers = [*self.headers_before, length, *self.headers_after, request_id]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+        observe_request(self.route, "GET", 200, self.started.get())
 
     async def answer(self, scope: dict[str, Any]) -> bytes | None:
         """The 200 body, or None: Django answers."""
@@ -203,10 +223,13 @@ class UnreadFastPath:
         cached = cached_principal(token) if token is not None else None
         if uid is None or cached is None or Scope.INBOX not in cached[1].scopes:
             return None
+        if not breakers.closed("redis"):  # Django fails fast (or probes)
+            return None
         try:
             slots = command_slots(uid) if self.clustered else None
             replies = await self.redis.pipeline(commands(uid), slots)
-        except RedisUnavailable:
+        except RedisUnavailable as exc:  # Django's calls need not pay the timeout again:
+            breakers.record_failure("redis", redis.TimeoutError(str(exc)))  # one failure less
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
@@ -287,6 +310,13 @@ class UnreadFastPath:
             if len(self._hosts) < HOSTS_KEPT:
                 self._hosts[host] = allowed
         return allowed
+
+
+def request_id_header(scope: dict[str, Any]) -> tuple[bytes, bytes]:
+    """``config.logs.RequestIdMiddleware``'s response header: the client's id, or a new one."""
+    given = [v for name, v in scope["headers"] if name == b"x-request-id"]
+    value = given[0].decode("latin-1") if len(given) == 1 else None
+    return b"X-Request-ID", logs.incoming_id(value).encode()
 
 
 def _host_allowed(host: str) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db.models import Q
 
-from config.dbrouter import PRIMARY, caught_up_replica
+from config.dbrouter import PRIMARY, caught_up_replica, read_replica
 from messaging.convcache import codec
 from messaging.convcache.codec import Fill, Packed, Summary
 from messaging.convlist import messages_by_key, top
@@ -27,7 +27,12 @@ def fill(owner: int, *, db: str = "") -> Fill:
     once it has caught up with the primary as of now (``caught_up_replica``), so the fill holds
     every change committed before its generation began; a push after that is merged by mtime
     (compare-and-set): even a lagging fill never regresses an entry a newer push wrote."""
-    db = db or caught_up_replica()
+    if db:
+        return _fill(owner, db)
+    return read_replica(lambda alias: _fill(owner, alias), caught_up_replica())
+
+
+def _fill(owner: int, db: str) -> Fill:
     rows, more = top(owner, int(settings.CONVCACHE_SIZE), db=db)
     entries = [Packed.from_summary(s) for s in summaries(rows, db=db)]
     boundary = entries[-1].member if more else ""

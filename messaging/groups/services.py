@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from api.errors import Conflict, Forbidden, InvalidInput, NotFound
 from messaging import msgkey as keys
+from messaging import pushes
 from messaging.content import preview, validate_content
 from messaging.convlist import RECALLED_PREVIEW, last_message
 from messaging.groups import repair, state
@@ -324,6 +325,7 @@ def _complete(row: GroupMessage, message: Message, *, timeline_done: bool) -> No
     state.apply_send(sent)
     GroupMessage.objects.filter(pk=row.pk).update(completed=True)
     row.completed = True
+    pushes.group_sent(gid=row.gid, seq=row.seq, message=message)
 
 
 def _replay(existing: GroupMessage, digest: str) -> GroupSendResult:
@@ -368,7 +370,9 @@ def group_mark_read(*, gid: int, uid: int, upto_seq: int | None = None) -> tuple
     if read < 0:  # the user's positions were not in Redis: rebuilt from MySQL, read moved there
         repair.positions_rebuild(uid)
         read = state.read_move(uid, gid, upto)
-    return read, group_tally(uid, gid).unread
+    unread = group_tally(uid, gid).unread
+    pushes.group_read_moved(uid=uid, gid=gid, read_seq=read, unread=unread)
+    return read, unread
 
 
 def group_tally(uid: int, gid: int) -> state.Tally:
@@ -414,6 +418,7 @@ def group_message_recall(*, gid: int, seq: int, actor_uid: int) -> GroupMessage:
     get_timeline().add(_entry(row))
     summary = last_message(row.msgkey, row.sender_uid, RECALLED_PREVIEW)
     state.head_recall(gid, seq, summary)
+    pushes.group_recalled(gid=gid, seq=seq, msgkey=row.msgkey)
     return row
 
 
@@ -427,6 +432,7 @@ def group_message_hide(*, gid: int, uid: int, seq: int) -> None:
     GroupHidden.objects.get_or_create(gid=gid, uid=uid, seq=seq)
     if not row.recalled:
         state.marks_change([uid], gid, seq, kind="h", op="add")
+    pushes.group_deleted(uid=uid, gid=gid, seq=seq, msgkey=row.msgkey)
 
 
 def visible_range(gid: int, uid: int) -> tuple[int, int]:

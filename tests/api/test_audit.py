@@ -141,7 +141,10 @@ def test_publishing_an_announcement_logs_one_addition(admin_client: Client) -> N
     add = "/admin/unread/announcement/add/"
     admin_client.post(add, {"content": '{"type": "text"'})  # bad input: nothing stored or logged
     assert not LogEntry.objects.exists()
-    admin_client.post(add, {"content": '{"type": "text", "text": "maintenance at 02:00"}'})
+    good = '{"type": "text", "text": "maintenance at 02:00"}'
+    admin_client.post(add, {"content": good})  # previewed, not confirmed: nothing published
+    assert not LogEntry.objects.exists()
+    admin_client.post(add, {"content": good, "confirm": "on"})
     [row] = Announcement.objects.all()
     assert_one_entry(row, "Published to every user", admin_client, flag=ADDITION)
 

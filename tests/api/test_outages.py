@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import OperationalError
 from django.test import override_settings
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from api.exceptions import api_exception_handler
-from config import hbase
+from config import breakers, hbase
 from config.redis import get_redis
 from messaging import services
 from messaging.inbox import _cached
@@ -65,6 +65,7 @@ def outage(**dead: Any) -> Iterator[Callable[[], None]]:
 def reconnect() -> None:
     hbase.reset_pools()
     get_redis.cache_clear()
+    breakers.reset()  # the store is back (or newly gone): no breaker remembers the other
 
 
 @pytest.fixture
@@ -141,7 +142,7 @@ def test_reading_history_while_hbase_is_down_is_503(
     with override_settings(HBASE={**settings.HBASE, "PORT": closed_port(), "TIMEOUT_MS": 2000}):
         hbase.reset_pools()
         assert_unavailable(*call(bff, "GET", f"/users/{bob}/conversations/{alice}/messages"))
-    hbase.reset_pools()
+    reconnect()
     assert len(bff.history(bob, alice)["results"]) == 1
 
 
@@ -165,6 +166,8 @@ def test_unread_while_redis_is_down_is_503_then_exact(
         (OperationalError("database is locked"), 503),
         (OperationalError(1054, "Unknown column 'x' in 'field list'"), None),  # a bug: 500
         (ResponseError("ERR Error running script"), None),  # a bug: 500
+        (OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), 503),
+        (ResponseError("MISCONF Redis is configured to save RDB snapshots, but ..."), 503),
     ],
 )
 def test_only_store_outages_become_503(exc: Exception, status: int | None) -> None:

@@ -54,6 +54,7 @@ def driver() -> Iterator[webdriver.Chrome]:
         "--lang=en-US",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # Page.console_errors
     service = Service(executable_path=_binary("CHROMEDRIVER", "chromedriver"))
     try:
         chrome = webdriver.Chrome(options=options, service=service)

@@ -67,6 +67,16 @@ class Page:
     def js(self, script: str, *args: Any) -> Any:
         return self.driver.execute_script(script, *args)
 
+    def console_errors(self) -> list[str]:
+        """The browser console's errors since the last call (uncaught exceptions, failed loads);
+        reading the log empties it."""
+        entries = self.driver.get_log("browser")
+        return [str(e["message"]) for e in entries if e.get("level") == "SEVERE"]
+
+    def scrolls_sideways(self) -> bool:
+        width = self.js("return [document.documentElement.scrollWidth, window.innerWidth];")
+        return bool(width[0] > width[1])
+
     def messages(self) -> list[str]:
         return [str(m.text) for m in self.all("ul.messagelist li")]
 

@@ -1,5 +1,6 @@
 """Store outages in the middle of a campaign, on the real services, driven by the project's own
-script (``scripts/services stop|kill|start``), with real Celery workers delivering.
+script (``scripts/services stop|kill|start``, and ``freeze|thaw``: SIGSTOP/SIGCONT, a store that
+keeps its connections open and answers nothing), with real Celery workers delivering.
 
 Each fault ends with the campaign finished, ``failed == 0``, and every recipient exact: one inbox
 entry, one conversation, unread 1 (read through the API's own path, which repairs counters a
@@ -22,7 +23,7 @@ from django.test import override_settings
 
 from bulk import fanout
 from bulk.models import Campaign, CampaignStatus, ChannelSetting
-from config import hbase
+from config import breakers, hbase
 from config.redis import get_redis
 from messaging.counters import epoch
 from messaging.inbox import _cached, get_inbox
@@ -146,4 +147,45 @@ def test_mariadb_restarted_mid_campaign(campaign_setup: Scenario) -> None:
         connection.close()
 
     campaign = run_with_fault(campaign_setup, lambda: services("stop", "mariadb"), up, hold_s=5)
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+# -- frozen stores (SIGSTOP: connections open, nothing answers; config/breakers.py) ---------------
+def test_redis_frozen_mid_campaign(campaign_setup: Scenario) -> None:
+    def up() -> None:
+        services("thaw", "redis")
+        breakers.reset()  # this process's (the test's beat): the workers' probe on their own
+
+    try:
+        campaign = run_with_fault(campaign_setup, lambda: services("freeze", "redis"), up, 10)
+    finally:
+        services("thaw", "redis")
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+def test_mariadb_frozen_mid_campaign(campaign_setup: Scenario) -> None:
+    def up() -> None:
+        services("thaw", "mariadb")
+        breakers.reset()
+        connection.close()
+
+    try:
+        campaign = run_with_fault(campaign_setup, lambda: services("freeze", "mariadb"), up, 10)
+    finally:
+        services("thaw", "mariadb")
+    assert_every_recipient_exact(campaign, campaign_setup)
+
+
+def test_hbase_gateways_frozen_mid_campaign(campaign_setup: Scenario) -> None:
+    def down() -> None:
+        services("freeze", "hbase-thrift")
+
+    def up() -> None:
+        services("thaw", "hbase-thrift")
+        breakers.reset()
+
+    try:
+        campaign = run_with_fault(campaign_setup, down, up, 10)
+    finally:
+        services("thaw", "hbase-thrift")
     assert_every_recipient_exact(campaign, campaign_setup)

@@ -4,6 +4,7 @@ once, and a campaign still running stops delivering (bulk/recall.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.test import override_settings
@@ -142,3 +143,39 @@ def test_a_batch_a_live_worker_holds_is_recalled_once_it_is_done(uids: Uids) -> 
 
     assert recall.batch_recall(batch.pk) == recall.BatchRecall("recalled", 10)
     assert all(v == 0 for v in unread_from(scenario).values())
+
+
+@pytest.mark.worker
+def test_an_abandoned_recall_is_finished_by_the_sweep(
+    uids: Uids, workers: Any, backend: str
+) -> None:
+    """The recall's batch tasks were lost (the broker purged, as after their retries ran out):
+    the sweep enqueues again the batches not recalled yet, a worker recalls them, and a sweep
+    with nothing left to recall enqueues nothing."""
+    from bulk import tasks
+    from bulk.keys import recall_resend_due
+    from config.celery import app
+    from config.redis import get_redis
+    from tests.conftest import wait_for
+
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=10)
+    scenario = business_with_followers(uids(31), limit=0)
+    campaign = launch(scenario)
+    run_synchronously(campaign.pk)
+    batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
+    message_recall(msgkey=campaign.msgkey or 0, actor_uid=scenario.sender)
+    app.control.purge()  # every recall task lost
+    assert recall.batch_recall(batches[0].pk).state == "recalled"  # one went through before
+
+    assert tasks.sweep()["recalls_resent"] == len(batches) - 1
+    workers.env["INBOX_BACKEND"] = backend
+    workers.start(queues="messaging", concurrency=1)
+    wait_for(lambda: recall.recalled_batches(campaign.pk) == len(batches), timeout=60)
+    assert all(v == 0 for v in unread_from(scenario).values())
+    inbox = get_inbox()
+    for uid in scenario.expected:
+        copy = inbox.get(uid, scenario.sender, campaign.msgkey or 0)
+        assert copy is not None
+        assert copy.flags & FLAG_RECALLED
+    get_redis().delete(recall_resend_due())  # the next sweep is due
+    assert tasks.sweep()["recalls_resent"] == 0

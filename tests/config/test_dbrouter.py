@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from django.db import router, transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from config.dbrouter import PRIMARY, REPLICA, caught_up_replica, replica
@@ -42,6 +42,7 @@ def test_a_caught_up_replica_serves_cache_fills() -> None:
     assert caught_up_replica(wait_s=5) == REPLICA
 
 
+@override_settings(REPLICA_MAX_LAG_S=0)  # a stopped replica is left for the primary otherwise
 def test_admin_changelists_read_the_replica(admin_client: Client, uids: Uids) -> None:
     followee, old, new = uids(3)
     Follow.objects.create(follower_uid=old, followee_uid=followee, followed_at=timezone.now())

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connections
+from django.test import override_settings
 from django.utils import timezone
 
 from bulk import services as bulk_services
@@ -44,7 +45,8 @@ def stale() -> Iterator[None]:
     wait_for_replica()
     replica_sql("STOP SLAVE")
     try:
-        yield
+        with override_settings(REPLICA_MAX_LAG_S=0):  # a stopped replica is left otherwise
+            yield
     finally:
         replica_sql("START SLAVE")
         wait_for_replica()

@@ -96,7 +96,8 @@ async def _request(app: Any, path: str, headers: Headers, query: bytes) -> Answe
         "raw_path": path.encode(),
         "query_string": query,
         "root_path": "",
-        "headers": [(b"host", b"testserver"), *headers],
+        # a fixed X-Request-ID unless the test gives one: answers then compare byte for byte
+        "headers": [(b"host", b"testserver"), *_request_id(headers), *headers],
         "client": ("127.0.0.1", 50000),
         "server": ("testserver", 80),
     }
@@ -119,6 +120,11 @@ async def _request(app: Any, path: str, headers: Headers, query: bytes) -> Answe
             await app.redis.aclose()
     body = b"".join(m.get("body", b"") for m in sent[1:])
     return Answer(sent[0]["status"], list(sent[0]["headers"]), body)
+
+
+def _request_id(headers: Headers) -> list[tuple[bytes, bytes]]:
+    given = any(name == b"x-request-id" for name, _ in headers)
+    return [] if given else [(b"x-request-id", b"fastpath-test")]
 
 
 def bearer(token: str) -> list[tuple[bytes, bytes]]:
@@ -174,6 +180,19 @@ def test_a_warm_request_gets_the_views_exact_answer_with_no_sql(
         "mentions": 0,
     }
     assert warm.json == bff.unread(uid)  # and what DRF's test client sees
+
+
+def test_the_fast_path_returns_the_request_id_as_django_does(
+    stack: Stack, bff: ClientApi, uid: int
+) -> None:
+    path, auth = unread_path(uid), bearer(bff.token)
+    stack.get(path, auth)
+    given = stack.fast(path, [*auth, (b"x-request-id", b"lb-7f3a")])
+    assert (b"X-Request-ID", b"lb-7f3a") in given.headers
+    made = stack.fast(path, [*auth, (b"x-request-id", b"not a valid id")])
+    assert dict(made.headers)[b"X-Request-ID"] != b"not a valid id"
+    assert len(dict(made.headers)[b"X-Request-ID"]) == 32  # a fresh uuid4, as Django makes
+    assert given.headers[-1][0] == stack.django_get(path, auth).headers[-1][0] == b"X-Request-ID"
 
 
 def test_a_user_with_nothing_unread_and_the_largest_uid(stack: Stack, bff: ClientApi) -> None:
@@ -361,6 +380,13 @@ def test_the_project_settings_keep_the_fast_path_on() -> None:
     assert isinstance(application, UnreadFastPath)
     assert unsupported_settings() == []
     assert application.enabled
+
+
+def test_a_tls_proxys_header_alone_keeps_it_on(settings: Any) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert unsupported_settings() == []
+    settings.SECURE_SSL_REDIRECT = True  # then is_secure() decides a redirect: Django answers
+    assert unsupported_settings() == ["SECURE_SSL_REDIRECT", "SECURE_PROXY_SSL_HEADER"]
 
 
 def test_settings_or_a_view_policy_it_does_not_reproduce_turn_it_off(

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api.clients import api_client_create
 from api.models import ApiClient, Scope
+from config.cli import CommaList
 
 
 class Command(BaseCommand):
@@ -19,13 +20,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument(
-            "--scopes", required=True, help=f"comma-separated: {', '.join(Scope.values)}"
+            "--scopes",
+            action=CommaList,
+            required=True,
+            help=f"comma-separated: {', '.join(Scope.values)}",
         )
         parser.add_argument(
             "--senders",
             type=int,
-            nargs="+",
-            default=[],
+            action=CommaList,
             metavar="U",
             help="uids a send/campaigns client acts as (a users client acts as any user)",
         )
@@ -48,9 +51,9 @@ class Command(BaseCommand):
         self.stdout.write(token)
 
 
-def scopes_from(text: str) -> list[str]:
-    scopes = [s.strip() for s in text.split(",") if s.strip()]
+def scopes_from(given: list[str]) -> list[str]:
+    scopes = [s for s in given if s]
     unknown = sorted(set(scopes) - set(Scope.values))
     if not scopes or unknown:
-        raise CommandError(f"unknown scope(s) {unknown or text!r}; use {', '.join(Scope.values)}")
+        raise CommandError(f"unknown scope(s) {unknown or given!r}; use {', '.join(Scope.values)}")
     return scopes

@@ -29,13 +29,10 @@ from bulk import services
 from bulk.management.commands.campaign_watch import console_for, positive_float, watch
 from bulk.models import Audience, Campaign
 from bulk.serializers import CampaignCreateIn, upload_lines
+from config.cli import CommaList
 
 CHUNK_BYTES = 64 * 1024
 FILTERS = ("followed_after", "followed_before", "exclude_uids")
-
-
-def csv_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 class Command(BaseCommand):
@@ -50,10 +47,14 @@ class Command(BaseCommand):
         audience.add_argument("--followers", action="store_true", help="the sender's followers")
         audience.add_argument("--uids-file", metavar="PATH", help="one uid per line")
         audience.add_argument("--audience", metavar="ID", help="an uploaded audience")
-        audience.add_argument("--uids", metavar="1,2,3", type=csv_list, help="explicit uids")
+        audience.add_argument(
+            "--uids", metavar="1,2,3", action=CommaList, default=None, help="explicit uids"
+        )
         parser.add_argument("--followed-after", metavar="ISO", help="with --followers")
         parser.add_argument("--followed-before", metavar="ISO", help="with --followers")
-        parser.add_argument("--exclude-uids", metavar="4,5", type=csv_list, help="with --followers")
+        parser.add_argument(
+            "--exclude-uids", metavar="4,5", action=CommaList, default=None, help="with --followers"
+        )
         parser.add_argument("--name", default="", help="shown in the admin (at most 200 chars)")
         parser.add_argument("--channel", choices=["daily", "priority"], default="daily")
         parser.add_argument("--scheduled-at", metavar="ISO", help="start later")

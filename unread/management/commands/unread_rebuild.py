@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from config.cli import CommaList
 from messaging.counters.rebuild import (
     RebuildStats,
     iter_orphan_counters,
@@ -35,9 +36,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--uid",
             type=int,
-            nargs="+",
-            action="extend",
-            default=[],
+            action=CommaList,
             metavar="U",
             help="rebuild these users (repeatable)",
         )

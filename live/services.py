@@ -1,0 +1,225 @@
+"""Live delivery's writes: connection tokens, presence, the per-user event log, pushes.
+
+Contracts:
+- ``token_mint`` / ``token_open``: a token is Django's signed ``(uid, device_id)`` with a
+  timestamp (salt ``live.token``); it opens connections for ``LIVE_TOKEN_TTL_S`` (60 s) and
+  binds them to that user and device. Nothing is stored.
+- ``publish_many(uids, event)``: after a change is committed, one event for many users. One Lua
+  call per Redis Cluster slot, all on one pipeline (ONE round trip on a single Redis; one per
+  node, in parallel, on a cluster), keeps only the users seen within ``LIVE_RESUME_WINDOW_S``,
+  appends the event to each one's log and tells which are connected now; then one channel-layer
+  group send per connected user (``pusher``). A lazy event (a campaign batch's: its body is
+  loaded only if needed) first asks which users are recently online (one MGET per slot, one
+  round trip): a 4,000-recipient batch nobody watches costs that round trip and no query; with
+  2% online, one more call appends for those 80 and 80 pushes follow. Registered as the sink of
+  ``config.live_hooks`` (``LiveConfig.ready``); it never raises (a Redis outage loses the
+  pushes, never the send: devices resync over REST).
+- ``connection_open`` / ``connections_touch`` / ``connection_close``: a gateway's connection
+  registers its device (online until ``PRESENCE_TTL_S`` past the last heartbeat), keeps its user
+  recently online, and on open reads what a resuming device missed (``Opened``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.core import signing
+
+from config.live_hooks import Event, Lazy
+from config.redis import by_slot, get_redis
+from live import cursors, keys
+from live.cursors import Cursor
+from live.lua import scripts
+from live.pusher import group_send_many
+from live.selectors import Entry, entries_from
+
+log = logging.getLogger(__name__)
+TOKEN_SALT = "live.token"
+TOKEN_MAX_CHARS = 512
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _window_s() -> int:
+    return int(settings.LIVE_RESUME_WINDOW_S)
+
+
+def _log_ttl_s() -> int:
+    """The log outlives the window: a user last seen just inside it still finds every entry."""
+    return 2 * _window_s() + 60
+
+
+def _presence_ttl_ms() -> int:
+    return 3 * int(settings.LIVE_HEARTBEAT_S) * 1000
+
+
+# -- tokens --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Token:
+    token: str
+    expires_at: datetime
+
+
+def token_mint(*, uid: int, device_id: str) -> Token:
+    token = signing.dumps({"u": str(uid), "d": device_id}, salt=TOKEN_SALT, compress=False)
+    ttl = timedelta(seconds=settings.LIVE_TOKEN_TTL_S)
+    return Token(token, datetime.now(tz=UTC).replace(microsecond=0) + ttl)
+
+
+def token_open(token: str) -> tuple[int, str] | None:
+    """``(uid, device_id)`` the token binds, or None when it is bad or expired."""
+    if not token or len(token) > TOKEN_MAX_CHARS:
+        return None
+    try:
+        found = signing.loads(token, salt=TOKEN_SALT, max_age=settings.LIVE_TOKEN_TTL_S)
+        return int(found["u"]), str(found["d"])
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        return None
+
+
+# -- publishing ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Logged:
+    uid: int
+    epoch: str
+    pos: int
+    online: bool
+
+
+def publish_many(uids: Sequence[int], event: Lazy) -> None:
+    """Log ``event`` for the recently online among ``uids`` and push it to the connected. A lazy
+    event is built only when one of them is (then a first round trip asks which)."""
+    try:
+        if callable(event):
+            uids = recently_online(uids)
+            if not uids:
+                return
+            event = event()
+        _publish(uids, event)
+    except (redis.RedisError, OSError, TimeoutError) as exc:
+        log.warning("live: %d pushes lost: %r", len(uids), exc)
+
+
+def _publish(uids: Sequence[int], event: Event) -> None:
+    ms = now_ms()
+    body = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    logged = log_append_many(uids, body, ms)
+    group_send_many([_push(item, body, ms) for item in logged if item.online])
+
+
+def recently_online(uids: Sequence[int]) -> list[int]:
+    """The users among ``uids`` seen within the resume window: one MGET of their ``seen`` keys
+    per slot, all on one pipeline (for a 4,000-recipient batch ~3 ms, against ~5.5 ms for the
+    same test in a Lua loop, measured)."""
+    groups = list(by_slot(dict.fromkeys(uids), keys.seen).values())
+    pipe = get_redis().pipeline(transaction=False)
+    for group in groups:
+        pipe.execute_command("MGET", *[keys.seen(uid) for uid in group])
+    pairs = zip(groups, pipe.execute(), strict=True)
+    return [uid for group, seen in pairs for uid, at in zip(group, seen, strict=True) if at]
+
+
+def publish(uid: int, event: Lazy) -> None:
+    publish_many([uid], event)
+
+
+def _push(item: Logged, body: str, ms: int) -> tuple[str, dict[str, Any]]:
+    cursor = Cursor(item.epoch, item.pos, ms)
+    message = {"type": "live.event", "epoch": item.epoch, "pos": item.pos}
+    return keys.group(item.uid), {**message, "text": cursors.frame(body, cursor)}
+
+
+def log_append_many(uids: Sequence[int], body: str, ms: int) -> list[Logged]:
+    """Append the event ``body`` (JSON) for the recently online among ``uids``: one ``append``
+    call per slot group, all in one pipelined round trip."""
+    groups = list(by_slot(dict.fromkeys(uids), keys.seen).values())
+    args = [body, settings.LIVE_LOG_MAXLEN, _log_ttl_s(), ms, cursors.new_epoch()]
+    pipe = get_redis().pipeline(transaction=False)
+    for group in groups:
+        user_keys = [k for uid in group for k in keys.user_keys(uid)]
+        scripts.call("append", user_keys, args, client=pipe)
+    replies = pipe.execute()
+    pairs = zip(groups, replies, strict=True)
+    return [found for group, reply in pairs for found in _logged(group, reply)]
+
+
+def _logged(group: Sequence[int], reply: Sequence[Any]) -> list[Logged]:
+    return [
+        Logged(group[int(reply[i]) - 1], _text(reply[i + 1]), int(reply[i + 2]), reply[i + 3] == 1)
+        for i in range(0, len(reply), 4)
+    ]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+# -- connections -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Opened:
+    """A new connection's start: the log's epoch and head, the head's cursor (for ``hello``),
+    and either the frames a resuming device missed (``resumed``) or why it must ``resync``."""
+
+    epoch: str
+    head: int
+    cursor: str
+    resumed: bool = False
+    resync: str | None = None
+    missed: list[Entry] = field(default_factory=list)
+
+
+def connection_open(*, uid: int, device_id: str, since: str | None) -> Opened:
+    wanted = cursors.parse(since) if since else None
+    ms = now_ms()
+    args = [device_id, ms, ms + _presence_ttl_ms(), _window_s(), _log_ttl_s()]
+    resume = [wanted.epoch, wanted.pos] if wanted else ["", 0]
+    reply = scripts.call(
+        "connect",
+        keys.user_keys(uid),
+        [*args, cursors.new_epoch(), *resume, settings.LIVE_LOG_MAXLEN],
+    )
+    epoch, head = _text(reply[0]), int(reply[1])
+    opened = Opened(epoch, head, str(Cursor(epoch, head, ms)))
+    if since is None:
+        return opened
+    return _resumed(opened, wanted, entries_from(epoch, reply[2] or []), ms)
+
+
+def _resumed(opened: Opened, wanted: Cursor | None, missed: list[Entry], ms: int) -> Opened:
+    if wanted is not None and wanted.epoch != opened.epoch:
+        too_old = ms - wanted.ms > _window_s() * 1000
+        return Opened(opened.epoch, opened.head, opened.cursor, resync=_gone(too_old))
+    if wanted is None or wanted.pos > opened.head:  # not ours, or ahead of the log: lost
+        return Opened(opened.epoch, opened.head, opened.cursor, resync="lost")
+    if wanted.pos < opened.head and (not missed or missed[0].pos != wanted.pos + 1):
+        return Opened(opened.epoch, opened.head, opened.cursor, resync="too_old")
+    return Opened(opened.epoch, opened.head, opened.cursor, resumed=True, missed=missed)
+
+
+def _gone(too_old: bool) -> str:
+    return "too_old" if too_old else "lost"
+
+
+def connections_touch(devices: Sequence[tuple[int, str]]) -> None:
+    """Heartbeats of ``(uid, device_id)`` connections, all on one pipeline (one round trip)."""
+    ms = now_ms()
+    pipe = get_redis().pipeline(transaction=False)
+    for uid, device_id in devices:
+        args = [device_id, ms, ms + _presence_ttl_ms(), _window_s(), _log_ttl_s()]
+        scripts.call("touch", keys.user_keys(uid), args, client=pipe)
+    pipe.execute()
+
+
+def connection_close(*, uid: int, device_id: str) -> None:
+    user_keys = keys.user_keys(uid)[:3]
+    scripts.call("disconnect", user_keys, [device_id, now_ms(), _window_s()])

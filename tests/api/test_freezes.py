@@ -1,0 +1,149 @@
+"""A frozen store never hangs the API: on the production server (gunicorn + uvicorn serving
+``config.asgi``, so the API's timeouts, config/settings.py STORE_TIMEOUTS) and the real services,
+a store stopped with ``scripts/services freeze`` (SIGSTOP: connections stay open, nothing answers)
+and resumed with ``thaw`` (always, in a finally).
+
+- Redis frozen: the unread endpoint and a campaign's status answer 503 + ``Retry-After``, each
+  within the API deadline; once Redis' circuit breaker is open, at once. After the thaw both
+  answer 200 again.
+- MariaDB frozen: a history read answers 503 within the deadline, while the unread fast path,
+  which needs no SQL, still answers 200.
+
+Latencies are printed (``-s``), not asserted beyond "answered within the deadline plus slack".
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from messaging.counters.store import unread_incr_many
+from tests.api.factories import inbox_api, send_api
+from tests.bulk.helpers import business_with_followers, campaigns_api, launch
+from tests.config.test_asgi import free_port, wait_listening
+from tests.conftest import ROOT, wait_for
+
+pytestmark = pytest.mark.faults
+Uids = Callable[[int], list[int]]
+FROZEN_S = 4.0
+DEADLINE_S = 2.5  # the API's: about 2 s (a store's connect + read timeouts), plus scheduling
+SLACK_S = 2.0  # a loaded 2-core test machine
+
+
+def services(action: str, name: str) -> None:
+    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
+    subprocess.run(
+        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
+    )
+
+
+@pytest.fixture
+def server(transactional_db: Any) -> Iterator[int]:
+    """One uvicorn worker under gunicorn (an API process) on the test database; its port."""
+    db = settings.DATABASES["default"]
+    url = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url}
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
+    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        wait_listening(proc, port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+class Answer:
+    def __init__(self, status: int, body: Any, retry_after: str | None, seconds: float) -> None:
+        self.status, self.body, self.retry_after, self.seconds = status, body, retry_after, seconds
+
+
+def get(port: int, path: str, token: str) -> Answer:
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/api/v1" + path, headers={"Authorization": f"Bearer {token}"})
+        response = conn.getresponse()
+        body = json.loads(response.read())
+        seconds = time.monotonic() - started
+        return Answer(response.status, body, response.getheader("Retry-After"), seconds)
+    finally:
+        conn.close()
+
+
+def assert_unavailable_in_time(answers: list[Answer]) -> None:
+    for a in answers:
+        assert (a.status, a.body["error"]) == (503, "unavailable"), a.body
+        assert int(a.retry_after or 0) >= 1
+        assert a.seconds < DEADLINE_S + SLACK_S, f"answered after {a.seconds:.2f} s"
+
+
+def report(what: str, answers: list[Answer]) -> None:
+    statuses = sorted({a.status for a in answers})
+    first = ", ".join(f"{a.seconds:.3f}" for a in answers[:4])
+    rest = max((a.seconds for a in answers[4:]), default=0.0)
+    print(f"\n{what}: {len(answers)} answers {statuses}, first [{first}] s, then max {rest:.3f} s")
+
+
+def test_redis_frozen_the_unread_and_campaign_status_answer_503_in_time(
+    server: int, uids: Uids
+) -> None:
+    uid, *shop = uids(3)
+    bff = inbox_api("bff-freeze")
+    campaign = launch(business_with_followers(shop))
+    manager = campaigns_api(shop[0])
+    unread, status = f"/users/{uid}/unread", f"/campaigns/{campaign.pk}"
+    assert get(server, unread, bff.token).status == 200  # warm: the principal is cached
+    assert get(server, status, manager.token).status == 200
+    services("freeze", "redis")
+    try:
+        started = time.monotonic()
+        during = []
+        while time.monotonic() - started < FROZEN_S:
+            during += [get(server, unread, bff.token), get(server, status, manager.token)]
+    finally:
+        services("thaw", "redis")
+    report("Redis frozen: unread, campaign status alternately", during)
+    assert_unavailable_in_time(during[::2])
+    # a campaign's status degrades to its ledger's counts (bulk/live.py) or is 503, never a 500
+    assert {a.status for a in during[1::2]} <= {200, 503}
+    assert all(a.seconds < DEADLINE_S + SLACK_S for a in during[1::2])
+    assert max(a.seconds for a in during[-4:]) < 0.5  # the breaker is open: fail fast
+    unread_incr_many(owner_uids=[uid], peer_uid=shop[0], category="followed", marker=None, delta=2)
+    wait_for(lambda: get(server, unread, bff.token).status == 200, timeout=15, every=0.5)
+    assert get(server, unread, bff.token).body["total"] == 2
+    assert get(server, status, manager.token).body["id"] == str(campaign.pk)
+
+
+def test_mariadb_frozen_history_is_503_in_time_and_unread_still_answers(
+    server: int, uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    send_api("shop", [alice]).sent(alice, bob)
+    bff = inbox_api("bff-freeze-db")
+    history, unread = f"/users/{bob}/conversations/{alice}/messages", f"/users/{bob}/unread"
+    assert get(server, history, bff.token).status == 200
+    assert get(server, unread, bff.token).body["total"] == 1  # warm: the fast path answers
+    services("freeze", "mariadb")
+    try:
+        reads = [get(server, history, bff.token) for _ in range(4)]
+        counts = [get(server, unread, bff.token) for _ in range(3)]
+    finally:
+        services("thaw", "mariadb")
+    report("MariaDB frozen: history", reads)
+    report("MariaDB frozen: unread", counts)
+    assert_unavailable_in_time(reads)
+    assert reads[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
+    assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
+    wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)

@@ -1,0 +1,88 @@
+"""Deployment settings as an operator meets them: ``manage.py check --deploy`` is clean under the
+production settings the operations guide gives (TLS at a proxy, or Django's own redirect and
+HSTS); a deployment with DEBUG off and no DJANGO_SECRET_KEY stops at start-up with one sentence;
+the one-machine mode keeps a random key of its own."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+    "DJANGO_ALLOWED_HOSTS": "api.example.com",
+    "DJANGO_CSRF_TRUSTED_ORIGINS": "https://api.example.com",
+    "DJANGO_SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto",
+}
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_clean(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 0, done.stderr
+    assert "System check identified no issues (0 silenced)" in done.stdout or (
+        "System check identified no issues" in done.stdout
+    )
+    assert "WARNING" not in done.stdout + done.stderr
+
+
+def test_check_deploy_is_clean_with_tls_at_the_proxy() -> None:
+    assert_clean(manage("check", "--deploy", **PRODUCTION, DJANGO_TLS_AT_PROXY="1"))
+
+
+def test_check_deploy_is_clean_with_djangos_own_redirect_and_hsts() -> None:
+    done = manage(
+        "check",
+        "--deploy",
+        **PRODUCTION,
+        DJANGO_SECURE_SSL_REDIRECT="1",
+        DJANGO_SECURE_HSTS_SECONDS="31536000",
+        DJANGO_SECURE_HSTS_PRELOAD="1",
+        DJANGO_SECURE_COOKIES="1",
+    )
+    assert_clean(done)
+
+
+def test_check_deploy_names_what_a_plain_setup_lacks() -> None:
+    done = manage("check", "--deploy", **PRODUCTION)
+    assert done.returncode == 0  # warnings, not errors
+    for check in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert check in done.stderr
+
+
+def test_debug_off_without_a_secret_key_stops_with_one_sentence() -> None:
+    done = manage("check", DJANGO_SETTINGS_MODULE="config.settings")
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: DJANGO_SECRET_KEY is not")
+    assert last.count(". ") == 0  # one sentence
+
+
+def test_the_one_machine_mode_keeps_a_random_key_of_its_own(tmp_path: Path) -> None:
+    env = {"DJANGO_SETTINGS_MODULE": "config.settings", "MISSIVE_VAR_DIR": str(tmp_path)}
+    env["REDIS_URL"] = ""  # the embedded Redis: the demo's mode
+    show = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = manage("shell", "-c", show, **env)
+    assert first.returncode == 0, first.stderr
+    again = manage("shell", "-c", show, **env)
+    key = (tmp_path / "secret_key").read_text().strip()
+    shown = [done.stdout.strip().splitlines()[-1] for done in (first, again)]
+    assert shown == [key, key]
+    assert len(key) >= 50
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0

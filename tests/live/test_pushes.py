@@ -1,0 +1,73 @@
+"""Pushes from every kind of traffic, received on a real WebSocket: a campaign's batches and its
+recall (run here, pushed through the channel layer to a gateway process) reach its online
+recipients only; a group message reaches the members' devices through a real Celery worker; a
+group read moves the badge on the reader's other devices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bulk.models import CampaignBatch
+from bulk.recall import batch_recall
+from config.redis import get_redis
+from live import keys
+from tests.bulk.helpers import business_with_followers, launch, run_synchronously
+from tests.live.conftest import Http, Opener
+
+pytestmark = pytest.mark.live
+Backend = tuple[Http, Http]
+
+
+def test_a_campaign_and_its_recall_reach_online_recipients_and_log_nothing_for_others(
+    backend: Backend, uids: Any, open_device: Opener
+) -> None:
+    scenario = business_with_followers(uids(4))
+    online, away, *_ = scenario.followers
+    phone = open_device(backend[1].port, backend[0].token_for(online, "phone"))
+    campaign = launch(scenario, text="flash sale")
+
+    run_synchronously(campaign.pk)
+
+    got = phone.next()
+    assert got["type"] == "message"
+    assert got["conversation"] == {"kind": "direct", "peer_uid": str(scenario.sender)}
+    assert got["message"]["msgkey"] == str(campaign.msgkey)
+    assert got["message"]["content"] == {"type": "text", "text": "flash sale"}
+    assert not get_redis().exists(keys.log(away))  # never online: the batch wrote nothing for it
+
+    for batch_id in CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True):
+        batch_recall(batch_id)  # what a recall's bulk.recall_batch tasks run
+    recall = phone.next()
+    assert (recall["type"], recall["msgkey"]) == ("recall", str(campaign.msgkey))
+    assert recall["conversation"] == {"kind": "direct", "peer_uid": str(scenario.sender)}
+
+
+def test_a_group_message_reaches_the_members_devices_and_a_read_syncs(
+    backend: Backend, uids: Any, open_device: Opener, workers: Any
+) -> None:
+    owner, member, outsider = uids(3)
+    api = backend[0]
+    gid = api.ok("POST", "/groups", {"owner_uid": owner, "name": "g", "member_uids": [member]})[
+        "gid"
+    ]
+    phone = open_device(api.port, api.token_for(member, "phone"))
+    tablet = open_device(backend[1].port, api.token_for(member, "tablet"))
+    stranger = open_device(api.port, api.token_for(outsider, "phone"))
+    workers.start(queues="messaging", concurrency=1)
+    content = {"type": "text", "text": "hi all"}
+    body = {"sender_uid": owner, "content": content, "client_msg_id": "g1"}
+
+    sent = api.ok("POST", f"/groups/{gid}/messages", body)
+
+    for device in (phone, tablet):
+        got = device.next(timeout=30)
+        assert got["conversation"] == {"kind": "group", "gid": gid}
+        assert (got["message"]["msgkey"], got["message"]["seq"]) == (sent["msgkey"], sent["seq"])
+        assert got["message"]["content"] == content
+    api.ok("POST", f"/users/{member}/groups/{gid}/read", {})
+    read = tablet.next()
+    assert read["type"] == "read"
+    assert (read["read_upto"], read["unread"]) == (str(sent["seq"]), 0)
+    assert stranger.quiet()
