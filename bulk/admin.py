@@ -79,17 +79,24 @@ def planning(body: dict[str, Any]) -> bool:
 
 
 def figures_text(body: dict[str, Any]) -> str:
-    """While the audience is still being planned its total grows: "so far", no percentage."""
+    """While the audience is still being planned its total grows: a percentage of its estimated
+    size with "so far", or, before the estimate, no percentage (console.js says the same)."""
     skipped = body["skipped"]["quota"] + body["skipped"]["blocked"]
     counts = f"{body['delivered']:,} delivered · {skipped:,} skipped · {body['failed']:,} failed"
+    if planning(body) and body["estimate"]:
+        return (
+            f"{body['percent']}% · {counts} of ~{body['expected_total']:,} "
+            f"(estimated; {body['total']:,} planned so far)"
+        )
     if planning(body):
         return f"{counts} of {body['total']:,} planned so far"
     return f"{body['percent']}% · {counts} of {body['total']:,}"
 
 
 def bar_value(body: dict[str, Any]) -> SafeString:
-    """The bar's value attribute; none (an indeterminate bar) while the total still grows."""
-    if planning(body):
+    """The bar's value attribute; none (an indeterminate bar) while the total still grows and
+    its size is not estimated yet."""
+    if planning(body) and not body["estimate"]:
         return SafeString("")
     return format_html('value="{}"', body["percent"])
 

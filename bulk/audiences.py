@@ -19,7 +19,7 @@ from api.models import ApiClient
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
 from config.dbrouter import PRIMARY
 from config.sqlvalues import int_rows
-from messaging.selectors import follower_uids
+from messaging.selectors import follower_count, follower_uids
 
 MAX_UID = (1 << 63) - 1
 INSERT_CHUNK = 5000
@@ -156,5 +156,16 @@ def _finish(audience: Audience, report: UploadReport) -> Audience:
     return audience
 
 
-def audience_size(campaign: Campaign) -> int:
-    return sum(len(chunk) for chunk in iterate(campaign))
+def audience_estimate(campaign: Campaign) -> int:
+    """The audience's size before it is walked: a stored list's count (exact), or the followers
+    counted in one index range (the sender's own row and ``exclude_uids`` are still in it, so the
+    planned total may end a few lower)."""
+    if campaign.audience_type in (AudienceType.FOLLOWERS, AudienceType.FOLLOWERS_FILTER):
+        spec = campaign.audience_spec
+        return follower_count(
+            campaign.sender_uid,
+            followed_after=_when(spec.get("followed_after")),
+            followed_before=_when(spec.get("followed_before")),
+        )
+    audience = Audience.objects.filter(pk=campaign.audience_id or 0).first()
+    return audience.count if audience is not None else 0

@@ -68,6 +68,14 @@ from messaging.services import deliver_many
 
 log = logging.getLogger(__name__)
 BATCHES_PER_PLAN_STEP = 20
+PLAN_FIELDS = (
+    "planned",
+    "plan_cursor",
+    "batches_planned",
+    "total",
+    "plan_heartbeat",
+    "audience_estimate",
+)
 MAX_ATTEMPTS = 5
 MIN_OPEN_BATCHES = 2  # a campaign's wave, however many share its channel
 PAUSE_BUDGET = "budget"
@@ -94,14 +102,14 @@ def campaign_plan_step(campaign_id: int, *, capped: bool = False) -> bool:
         if room <= 0:  # a full wave is out: the planner is alive, waiting for room
             Campaign.objects.filter(pk=campaign.pk).update(plan_heartbeat=timezone.now())
             return True
+        if campaign.audience_estimate is None:  # the first step: the console's denominator
+            campaign.audience_estimate = audiences.audience_estimate(campaign)
         batches = _next_batches(campaign, min(room, BATCHES_PER_PLAN_STEP))
         CampaignBatch.objects.bulk_create(batches)
         campaign.batches_planned += len(batches)
         campaign.total += sum(b.size for b in batches)
         campaign.plan_heartbeat = timezone.now()
-        campaign.save(
-            update_fields=["planned", "plan_cursor", "batches_planned", "total", "plan_heartbeat"]
-        )
+        campaign.save(update_fields=[*PLAN_FIELDS])
         ids = list(
             CampaignBatch.objects.filter(
                 campaign=campaign, index__gte=campaign.batches_planned - len(batches)

@@ -8,16 +8,19 @@ so they are the ledger's exact totals at that moment):
   ``invalid`` and ``duplicate`` are lines of the audience that never became recipients, so they
   are not in ``total``), ``failed``, ``processed`` = delivered + skipped quota/blocked + failed;
 - ``planned``: False while the planner is still walking the audience: ``total`` is then the
-  recipients planned so far and grows, so the console says "so far" and shows no percentage;
-- ``percent``: processed / total (0-100; 100 once finished);
+  recipients planned so far and grows, so the console says "so far";
+- ``expected_total``: ``total`` once planned; while planning goes on, the audience's size as the
+  first plan step counted it (``estimate`` True: a stored list's count or the followers' count),
+  so the console shows a percentage and an ETA for the whole run from its first seconds;
+- ``percent``: processed / expected_total (0-100; 100 once finished);
 - ``rate``: recipients completed per second over the last seconds, ``{"per_s", "over_s"}``:
   each read of a running campaign adds a sample (time, processed) to ``live:{c:<id>}`` (Redis,
   bulk/keys.py) and keeps the last LIVE_WINDOW_S seconds; the rate is the change of processed
   between the oldest sample kept and now, over ``over_s`` seconds (at least RATE_MIN_S). None
   while the campaign does not run, or before two samples are RATE_MIN_S apart; samples are
   dropped when it stops, so a resumed campaign's rate does not count the pause;
-- ``eta_s``: (total - processed) / rate while running and planned; None otherwise (finished,
-  paused, cancelled, no rate yet), never 0;
+- ``eta_s``: (expected_total - processed) / rate while running, planned or estimated; None
+  otherwise (finished, paused, cancelled, no rate yet, no estimate), never 0;
 - ``recall``: None, or ``{"batches_done", "batches", "percent"}`` once the campaign's message was
   recalled (bulk/recall.py records each recalled batch);
 - ``queue``, ``queued`` (tasks waiting on it) and ``no_worker``: True when the campaign runs
@@ -36,7 +39,7 @@ from redis.exceptions import RedisError
 from bulk import keys
 from bulk.models import Campaign, CampaignStatus
 from bulk.recall import recalled_batches
-from bulk.selectors import eta_running, skipped_by_reason
+from bulk.selectors import estimated, eta_running, expected_total, skipped_by_reason
 from config.metrics import queue_lengths, queue_workers
 from config.redis import get_redis
 from messaging.models import Message, MessageStatus
@@ -53,9 +56,10 @@ def channel_queue(channel: str) -> str:
 def percent(campaign: Campaign) -> int:
     if campaign.status == CampaignStatus.FINISHED:
         return 100
-    if not campaign.total:
+    expected = expected_total(campaign)
+    if not expected:
         return 0
-    return min(100, int(100 * campaign.processed / campaign.total))
+    return min(100, int(100 * campaign.processed / expected))
 
 
 def campaigns_live(campaigns: Sequence[Campaign]) -> list[dict[str, Any]]:
@@ -83,6 +87,8 @@ def _body(
         "channel": campaign.channel,
         "total": campaign.total,
         "planned": campaign.planned,
+        "expected_total": expected_total(campaign),
+        "estimate": estimated(campaign),
         "delivered": campaign.delivered,
         "skipped": skipped_by_reason(campaign),
         "failed": campaign.failed,

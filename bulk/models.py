@@ -127,6 +127,9 @@ class Campaign(models.Model):
     # planning progress (keyset cursor over the audience)
     planned = models.BooleanField(default=False)
     plan_cursor = models.BigIntegerField(default=0)
+    audience_estimate = models.BigIntegerField(
+        null=True, blank=True, help_text="the audience's size, counted by the first plan step"
+    )
     plan_heartbeat = models.DateTimeField(null=True, blank=True)
     batches_planned = models.IntegerField(default=0)
     # exact totals

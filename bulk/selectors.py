@@ -64,12 +64,27 @@ def skipped_by_reason(campaign: Campaign) -> dict[str, int]:
     }
 
 
+def expected_total(campaign: Campaign) -> int:
+    """The recipients the campaign will have: its total once planned; while planning goes on,
+    the larger of what is planned so far and the audience's estimate (0: none yet)."""
+    if campaign.planned:
+        return campaign.total
+    return max(campaign.total, campaign.audience_estimate or 0)
+
+
+def estimated(campaign: Campaign) -> bool:
+    """Planning goes on and the audience's size is estimated, not yet counted by the planner."""
+    return not campaign.planned and bool(campaign.audience_estimate)
+
+
 def eta_running(campaign: Campaign, rate: float) -> float | None:
-    """Seconds left at ``rate`` recipients/s; None unless the campaign runs with its whole
-    audience planned and something moves (the total is still growing, or nothing has moved)."""
-    if campaign.status != CampaignStatus.RUNNING or not campaign.planned or rate <= 0:
+    """Seconds left at ``rate`` recipients/s; None unless the campaign runs, something moves and
+    its size is known: planned, or estimated while planning goes on."""
+    if campaign.status != CampaignStatus.RUNNING or rate <= 0:
         return None
-    return round(max(campaign.total - campaign.processed, 0) / rate, 1)
+    if not (campaign.planned or estimated(campaign)):
+        return None
+    return round(max(expected_total(campaign) - campaign.processed, 0) / rate, 1)
 
 
 def _eta(campaign: Campaign, rate: float) -> float | None:

@@ -15,7 +15,7 @@ from bulk import fanout, recall, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
 from config import metrics
 from messaging.models import Message, MessageStatus
-from tests.bulk.helpers import block, drive, received, shop
+from tests.bulk.helpers import block, drive, follow, received, shop
 from tests.conftest import Workers, wait_for
 
 pytestmark = pytest.mark.django_db
@@ -89,6 +89,37 @@ def messages_of(response: Any) -> list[str]:
 
 
 # -- progress.json ----------------------------------------------------------------------------
+def test_while_planning_goes_on_the_percentage_and_eta_are_of_the_estimated_audience(
+    admin_client: Client, uids: Uids
+) -> None:
+    """A followers campaign whose planner has walked 20 of its 25 followers: the console shows
+    a percentage of the followers counted by the first plan step, and an ETA for the whole run."""
+    sender, *fans = uids(26)
+    shop(sender)
+    follow(sender, fans)
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=1)
+    campaign, _ = services.campaign_submit(
+        sender_uid=sender,
+        content={"type": "text", "text": "Spring sale"},
+        audience_spec={"type": "followers"},
+        channel="daily",
+    )
+    assert fanout.campaign_plan_step(campaign.pk)  # 20 batches of 1: more audience remains
+    batches = list(campaign.batches.order_by("index").values_list("pk", flat=True))
+    run_batch(batches[0])
+    live(admin_client, campaign)  # the rate's first sample
+    time.sleep(1.2)
+    run_batch(batches[1])
+
+    body = live(admin_client, campaign)[0]
+    assert (body["planned"], body["total"], body["processed"]) == (False, 20, 2)
+    assert (body["estimate"], body["expected_total"], body["percent"]) == (True, 25, 8)
+    assert body["eta_s"] == pytest.approx(23 / body["rate"]["per_s"], rel=0.02, abs=0.1)
+    page = admin_client.get(CAMPAIGNS).content.decode()
+    assert "8% · 2 delivered · 0 skipped · 0 failed of ~25 (estimated; 20 planned so far)" in page
+    assert f'data-live-id="{campaign.pk}" value="8" max="100"></progress>' in page
+
+
 def test_progress_json_equals_the_campaigns_progress_through_a_run(
     admin_client: Client, uids: Uids
 ) -> None:

@@ -15,7 +15,8 @@
     return Number(x).toLocaleString("en-US");
   }
 
-  // The audience is still being planned: its total grows, so no percentage yet.
+  // The audience is still being planned: its total grows; the percentage is of its estimated
+  // size (b.estimate), or none before the first plan step has counted it.
   function planning(b) {
     return !b.planned && b.status !== "finished";
   }
@@ -36,6 +37,10 @@
       var skipped = b.skipped.quota + b.skipped.blocked;
       var counts = num(b.delivered) + " delivered · " + num(skipped) + " skipped · " +
         num(b.failed) + " failed";
+      if (planning(b) && b.estimate) {
+        return b.percent + "% · " + counts + " of ~" + num(b.expected_total) +
+          " (estimated; " + num(b.total) + " planned so far)";
+      }
       if (planning(b)) { return counts + " of " + num(b.total) + " planned so far"; }
       return b.percent + "% · " + counts + " of " + num(b.total);
     },
@@ -80,7 +85,7 @@
     document.querySelectorAll(selector).forEach(function (el) {
       var field = el.getAttribute("data-live");
       if (field === "bar") {
-        if (planning(body)) { el.removeAttribute("value"); } else { el.value = body.percent; }
+        if (planning(body) && !body.estimate) { el.removeAttribute("value"); } else { el.value = body.percent; }
       } else if (TEXT[field]) {
         var text = TEXT[field](body);
         if (el.textContent !== text) { el.textContent = text; }
