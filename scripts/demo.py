@@ -41,6 +41,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from demo_live import LiveScene  # noqa: E402  (scripts/, this file's folder)
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
@@ -61,6 +62,7 @@ from messaging import selectors  # noqa: E402
 from messaging.groups import services as groups  # noqa: E402
 from messaging.groups.selectors import GroupItem  # noqa: E402
 from messaging.models import Account, Block, Follow  # noqa: E402
+from messaging.services import message_send  # noqa: E402
 from unread.selectors import unread_summary  # noqa: E402
 
 SHOP = 500
@@ -394,7 +396,12 @@ def main() -> None:
     app.control.purge()
     workers = [start_worker("bulk.daily"), start_worker("bulk.priority")]
     chat: GroupChat | None = None
+    scene = LiveScene(api_client_create(name="demo devices", scopes=[Scope.INBOX])[1], say)
     try:
+        scene.start(Path(settings.VAR_DIR))
+        console.print("[bold]Live devices[/bold] on a WebSocket gateway (uvicorn, config.asgi):")
+        for name, uid in (("vip-phone", VIP[0]), ("vip-laptop", VIP[0]), ("shop-console", SHOP)):
+            scene.connect(name, uid)
         console.print(
             f"seeded 100,000 followers ({len(BLOCKED)} blocked) in "
             f"{time.monotonic() - started:.1f}s; workers: bulk.daily, bulk.priority"
@@ -421,9 +428,7 @@ def main() -> None:
             elif bakery_now is not None and fair.shop_at_end is None and bakery_now.status in DONE:
                 fair.shop_at_end, fair.ended = daily_now.processed, time.monotonic()
             if PRIORITY not in campaigns and daily_now.processed >= 20_000:
-                campaigns[PRIORITY] = send(
-                    "Your order has shipped 📦", "priority", upload_lines(VIP)
-                )
+                campaigns[PRIORITY] = send(SHIPPED, "priority", upload_lines(VIP))
             if daily_now.status in DONE:
                 chat.stop.set()
 
@@ -439,9 +444,11 @@ def main() -> None:
         fair.show(bakery)
         show_recipient(FOLLOWERS[3])
         exact = group_summary(chat, _seconds(daily))
+        live_problems = live_scene(scene)
         console.print(f"\ndemo finished in {time.monotonic() - started:.1f}s")
-        check_scene(campaigns, group_exact=exact)
+        check_scene(campaigns, group_exact=exact, live_problems=live_problems)
     finally:
+        scene.stop()
         if chat is not None:
             chat.finish()
         for worker in workers:
@@ -480,7 +487,51 @@ def explain_daily_rate() -> None:
     )
 
 
-def check_scene(campaigns: dict[str, Campaign], group_exact: bool) -> None:
+def say(line: str) -> None:
+    console.print(line, highlight=False)
+
+
+SHIPPED = "Your order has shipped 📦"
+REPLY = "Thanks! When will it arrive?"
+ANSWER = "Tomorrow before noon 🚚"
+
+
+def live_scene(scene: LiveScene) -> list[str]:
+    """The customer's devices got the priority campaign live (while the daily one ran); now a
+    1:1 reply and answer, one device away for the answer and back with its last cursor."""
+    customer = VIP[0]
+    console.print(f"\n[bold]Live delivery[/bold]: customer {customer} replies to the shop")
+    message_send(sender_uid=customer, receiver_uid=SHOP, content=_text(REPLY), client_msg_id="r1")
+    scene.wait_for("shop-console", REPLY)
+    scene.wait_for("vip-laptop", REPLY)
+    cursor = scene.drop("vip-laptop")
+    console.print("  vip-laptop goes offline; the shop answers")
+    message_send(sender_uid=SHOP, receiver_uid=customer, content=_text(ANSWER), client_msg_id="a1")
+    scene.wait_for("vip-phone", ANSWER)
+    console.print("  vip-laptop reconnects with since=<its last cursor>")
+    scene.connect("vip-laptop", customer, since=cursor)
+    scene.wait_for("vip-laptop", ANSWER)
+    checks = (
+        ("the campaign's message reached the customer's phone live", "vip-phone", SHIPPED),
+        ("the campaign's message reached the customer's laptop live", "vip-laptop", SHIPPED),
+        ("the reply reached the shop's console", "shop-console", REPLY),
+        ("the reply reached the sender's other device", "vip-laptop", REPLY),
+        ("the answer reached the phone live", "vip-phone", ANSWER),
+        ("the laptop got the answer it missed once", "vip-laptop", ANSWER),
+    )
+    problems = [what for what, name, text in checks if scene.received(name, text) != 1]
+    if not scene.resumed_first("vip-laptop", ANSWER):
+        problems.append("the laptop's resume did not replay the missed answer first")
+    return problems
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def check_scene(
+    campaigns: dict[str, Campaign], group_exact: bool, live_problems: list[str]
+) -> None:
     """The demo checks what it says it shows, and fails (exit 1) when it did not happen."""
     for c in campaigns.values():
         c.refresh_from_db()
@@ -501,12 +552,14 @@ def check_scene(campaigns: dict[str, Campaign], group_exact: bool) -> None:
         )
         if not ok
     ]
+    problems += [f"live delivery: not so: {problem}" for problem in live_problems]
     for problem in problems:
         console.print(f"[red]demo check failed: {problem}[/red]")
     if problems:
         raise SystemExit(1)
     console.print(
-        "[green]demo checks passed[/green]: priority before daily, bad lines counted, exact unread"
+        "[green]demo checks passed[/green]: priority before daily, bad lines counted, exact "
+        "unread, live frames on every device and a resume without a gap"
     )
 
 
