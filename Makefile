@@ -20,7 +20,7 @@ CLUSTER_TESTS := tests/config/test_redis_cluster.py tests/messaging/test_counter
 	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
 	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
 	tests/messaging/test_groups_services.py tests/messaging/test_groups_unread.py \
-	tests/unread tests/config/test_asgi.py \
+	tests/unread tests/config/test_asgi.py tests/api/test_cluster_freeze.py \
 	tests/messaging/test_api.py tests/messaging/test_groups_api.py tests/bulk/test_api_control.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once

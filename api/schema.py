@@ -3,6 +3,8 @@
 
 - path ids (``uid``, ``peer_uid``, ``msgkey``, ``id``, ``gid``, ...) are documented as what the
   views accept: 1 to 19 digits, 1 .. 2^63-1 (a larger value answers 400 naming the field);
+- the audience specs refuse unknown keys (``additionalProperties: false``);
+- an optional query parameter may be sent empty (``allowEmptyValue``): the same as leaving it out;
 - every operation documents 406 (an ``Accept`` the API cannot honour); operations that take a
   body document 415 (not JSON) and keep 411/413; operations without one do not list them;
 - every operation documents 503 (a store briefly unavailable; retry with ``Retry-After``);
@@ -31,13 +33,12 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.views import ERROR_SCHEMA
+from api.fields import id_string_schema
+from api.views import ERROR_SCHEMA, IDEMPOTENCY_KEY_MAX
 
 ID_PARAM_SCHEMA = {
-    "type": "string",
-    "pattern": "^[1-9][0-9]{0,18}$",
+    **id_string_schema(1),
     "description": "a 64-bit id, 1 .. 9223372036854775807, as a decimal string",
-    "example": "7301234567890123",
 }
 BODY_ONLY = ("411", "413", "415")
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
@@ -63,10 +64,21 @@ CANNOT_MISS = {
 }
 
 
+# Request objects whose views refuse unknown keys (bulk.serializers.AudienceSpecField: 400 naming
+# each), so the schema closes them.
+CLOSED = ("FollowersSpec", "FollowersFilterSpec", "UploadSpec", "UidsSpec")
+
+
 def finish(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    components = result.get("components", {}).get("schemas", {})
+    for name in CLOSED:
+        if name in components:
+            components[name]["additionalProperties"] = False
     for path in result.get("paths", {}).values():
         for method, operation in path.items():
             _ids(operation)
+            _idempotency_key(operation)
+            _empty_queries(operation)
             _statuses(operation)
             if method.upper() in WRITES:
                 operation["responses"].setdefault("429", _error(RATE_LIMITED))
@@ -79,6 +91,26 @@ def _ids(operation: dict[str, Any]) -> None:
     for param in operation.get("parameters", []):
         if param.get("in") == "path":
             param["schema"] = dict(ID_PARAM_SCHEMA)
+
+
+def _idempotency_key(operation: dict[str, Any]) -> None:
+    """``Idempotency-Key`` as api.views.idempotency_key takes it: at most 128 printable ASCII
+    characters (blank: no key)."""
+    for param in operation.get("parameters", []):
+        if param.get("in") == "header" and param.get("name") == "Idempotency-Key":
+            param["schema"] = {
+                "type": "string",
+                "maxLength": IDEMPOTENCY_KEY_MAX,
+                "pattern": "^[ -~]*$",
+            }
+
+
+def _empty_queries(operation: dict[str, Any]) -> None:
+    """An optional query parameter sent empty (``?cursor=``) is the same as one left out: DRF's
+    serializers read it so; the schema says it (``allowEmptyValue``)."""
+    for param in operation.get("parameters", []):
+        if param.get("in") == "query" and not param.get("required"):
+            param["allowEmptyValue"] = True
 
 
 def _statuses(operation: dict[str, Any]) -> None:

@@ -72,15 +72,15 @@ IDEMPOTENCY_KEY_MAX = 128
 def idempotency_key(request: Request) -> str | None:
     """The request's ``Idempotency-Key`` header (1 to 128 printable ASCII characters), if any."""
     raw = request.headers.get("Idempotency-Key")
-    if raw is None or not raw.strip():
+    if raw is None:
         return None
-    key = raw.strip()
-    if len(key) > IDEMPOTENCY_KEY_MAX or not (key.isascii() and key.isprintable()):
+    # checked as sent (the schema's rule), then blanks around it do not count
+    if len(raw) > IDEMPOTENCY_KEY_MAX or not (raw.isascii() and raw.isprintable()):
         raise InvalidInput(
             "Idempotency-Key must be 1 to 128 printable ASCII characters.",
             {"Idempotency-Key": "invalid"},
         )
-    return key
+    return raw.strip() or None
 
 
 class StrictJSONParser(JSONParser):

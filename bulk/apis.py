@@ -51,6 +51,7 @@ UPLOAD_MAX_BYTES = 1 << 30
 CHUNK_BYTES = 64 * 1024
 CAMPAIGN_BODY_MAX = 1024 * 1024  # two lists of 10,000 ids as strings, and the content
 NAME_MAX = 200
+NON_EMPTY = {"type": "string", "minLength": 1}  # an empty upload answers 400
 UPLOAD_HELP = (
     "multipart `file` field, or the uids as a raw body (text/plain, text/csv or "
     "application/octet-stream)"
@@ -131,7 +132,8 @@ class AudienceUploadApi(ApiView):
         operation_id="audience_upload",
         tags=["Audiences"],
         summary="Upload an audience file",
-        description=f"Upload uids, one per line: {UPLOAD_HELP}.",
+        description=f"Upload uids, one per line: {UPLOAD_HELP}. Business rule the schema cannot "
+        "express: an upload without one valid uid answers 400.",
         parameters=[
             OpenApiParameter("name", str, description="a label for operators (optional)"),
             OpenApiParameter(
@@ -144,8 +146,8 @@ class AudienceUploadApi(ApiView):
         ],
         request={
             "multipart/form-data": AudienceUploadIn,
-            "text/plain": OpenApiTypes.STR,
-            "text/csv": OpenApiTypes.STR,
+            "text/plain": NON_EMPTY,
+            "text/csv": NON_EMPTY,
             "application/octet-stream": OpenApiTypes.BINARY,
         },
         responses={
@@ -210,6 +212,12 @@ class CampaignsApi(ApiView):
         operation_id="campaign_create",
         tags=["Campaigns"],
         summary="Create a campaign, or dry-run one",
+        description=(
+            "Business rules the schema cannot express (each answers 400): a `uids` audience "
+            "needs one valid uid (entries that are not uids are counted as skipped, not "
+            "refused); a `followers_filter`'s `followed_before` must be after its "
+            "`followed_after`."
+        ),
         request=CampaignCreateIn,
         parameters=[
             OpenApiParameter(

@@ -187,8 +187,10 @@ def batch_run(batch_id: int) -> BatchRun:
         stages.lap("load")
         run = _run(batch)
     completed = profile.COMPLETED in record.seconds  # this run delivered and completed it
-    if batch is not None and completed and settings.BULK_PROFILE:
-        profile.add(batch.campaign_id, record, batch.size)
+    if batch is not None and completed:
+        profile.observe(record)
+        if settings.BULK_PROFILE:
+            profile.add(batch.campaign_id, record, batch.size)
     return run
 
 

@@ -1,6 +1,7 @@
 """Per-stage profile of a campaign's batches (issue 13: where a batch's time goes).
 
-``bulk.fanout.batch_run`` times each stage of a batch with ``config.stages`` laps; with
+``bulk.fanout.batch_run`` times each stage of a batch with ``config.stages`` laps; every batch a
+run completes adds them to the ``bulk_batch_stage_seconds`` histogram of ``/metrics``; with
 BULK_PROFILE on, every batch a run completes adds its laps to one Redis hash per campaign
 (``bulk.keys.batch_profile``: stage -> microseconds, plus ``_batches`` and ``_recipients``), one
 pipelined HINCRBY per stage. ``read`` gives the table ``scripts/bench_fanout.py --profile`` prints:
@@ -18,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bulk import keys
+from config import metrics
 from config.redis import get_redis
 from config.stages import Record
 
@@ -56,6 +58,14 @@ class Profile:
     @property
     def ms_per_batch(self) -> float:
         return sum(s.ms_per_batch for s in self.stages)
+
+
+def observe(record: Record) -> None:
+    """Every completed batch's stages into the ``bulk_batch_stage_seconds`` histogram (a dict
+    update per stage, flushed with the other metrics): /metrics shows where batches spend their
+    time on every campaign, not only on a profiled one."""
+    for stage, seconds in record.seconds.items():
+        metrics.observe("bulk_batch_stage_seconds", seconds, stage=stage)
 
 
 def add(campaign_id: int, record: Record, recipients: int) -> None:

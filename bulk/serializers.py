@@ -22,7 +22,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from api.errors import TooLarge
-from api.fields import IdField, StrictBooleanField, StrictCharField
+from api.fields import IdField, StrictBooleanField, StrictCharField, TimestampField
 from api.paging import PAGE_MAX
 from bulk.models import AudienceType, CampaignStatus, Channel
 from messaging import content as contents
@@ -197,10 +197,10 @@ class CampaignOut(serializers.Serializer):
     failed = serializers.IntegerField()
     rate_per_s = serializers.FloatField()
     eta_s = serializers.FloatField(allow_null=True)
-    scheduled_at = serializers.DateTimeField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
+    scheduled_at = TimestampField(allow_null=True)
+    created_at = TimestampField()
+    started_at = TimestampField(allow_null=True)
+    finished_at = TimestampField(allow_null=True)
     pause_reason = serializers.CharField(allow_null=True)
 
 
@@ -232,10 +232,15 @@ class DryRunOut(serializers.Serializer):
 
 
 # -- audiences ---------------------------------------------------------------------------------
+@extend_schema_field({"type": "string", "format": "binary", "minLength": 1})
+class UploadFileField(serializers.FileField):
+    """A file part (binary), not the URI drf-spectacular documents a FileField as by default."""
+
+
 class AudienceUploadIn(serializers.Serializer):
     """Documents the multipart form; a raw ``text/plain`` body works too."""
 
-    file = serializers.FileField(help_text="one uid per line, any size")
+    file = UploadFileField(help_text="one uid per line, any size")
 
 
 class InvalidSampleOut(serializers.Serializer):

@@ -29,11 +29,18 @@ Series, each prefixed ``missive_``:
   http_request_duration_seconds{route, method, status}   histogram (config/observe.py): route is
                                         the URL pattern (``api/v1/campaigns/<str:campaign_id>``)
   celery_task_duration_seconds{task, state}              histogram: state SUCCESS|FAILURE|RETRY
+  bulk_batch_stage_seconds{stage}       histogram: each stage of every completed campaign batch
+                                        (load, tokens, lease, ..., ledger: bulk/profile.py)
   build_info{version, python, django}   gauge, always 1
   celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
   celery_queue_workers{queue}           gauge: live workers consuming the queue (``queue_workers``)
   prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
   big_ups                               gauge: owners in the big-UP sets (messaging)
+  event_stream_lag{stream, group}       gauge: delivery-stream entries not yet delivered to the
+                                        consumer group (XINFO lag; messaging/events.py); every
+                                        group found, none: no series
+  event_stream_trimmed_unread_total{stream, group}   entries trimmed (stream cap) before the
+                                        group read them: events a lagging gateway lost
 """
 
 from __future__ import annotations
@@ -261,6 +268,10 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "celery_task_duration_seconds": (
         "Celery task run duration by task and state.",
         ("task", "state"),
+    ),
+    "bulk_batch_stage_seconds": (
+        "Wall time of each stage of a completed campaign batch (bulk/profile.py lists them).",
+        ("stage",),
     ),
 }
 _UNSAFE = str.maketrans({",": "_", "=": "_", "|": "_"})  # the series key's own separators

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from api.fields import StrictRegexField, TimestampField
+
 
 class LiveTokenIn(serializers.Serializer):
-    device_id = serializers.RegexField(
+    device_id = StrictRegexField(
         r"^[A-Za-z0-9_.-]{1,64}$",
         max_length=64,
         help_text="the device's own id: 1 to 64 characters of A-Z a-z 0-9 _ . -",
@@ -15,13 +17,13 @@ class LiveTokenIn(serializers.Serializer):
 
 class LiveTokenOut(serializers.Serializer):
     token = serializers.CharField(help_text="opens connections for 60 s; bound to uid and device")
-    expires_at = serializers.DateTimeField()
+    expires_at = TimestampField()
     url = serializers.CharField(help_text="the WebSocket URL to open, token included")
 
 
 class DeviceOut(serializers.Serializer):
     device_id = serializers.CharField()
-    connected_at = serializers.DateTimeField()
+    connected_at = TimestampField()
 
 
 class PresenceOut(serializers.Serializer):

@@ -41,6 +41,11 @@ class MessageSendApi(ApiView):
         operation_id="message_send",
         tags=["Messages (1:1)"],
         summary="Send a 1:1 message",
+        description=(
+            "Business rules the schema cannot express: `receiver_uid` equal to `sender_uid` "
+            "answers 400 (a user cannot message themselves); a receiver who blocked the sender "
+            "answers 403."
+        ),
         request=SendIn,
         responses={
             201: MessageOut,
@@ -191,7 +196,8 @@ class BlockApi(InboxApi):
         summary="Block a sender",
         description=(
             "Block `peer_uid` for this user: its 1:1 sends to them answer 403 and its campaigns "
-            "skip them."
+            "skip them. Business rule the schema cannot express: `peer_uid` equal to `uid` "
+            "answers 400 (a user cannot block themselves)."
         ),
         request=None,
         responses={204: None, **ERRORS},
@@ -203,7 +209,10 @@ class BlockApi(InboxApi):
         operation_id="block_unset",
         tags=["Conversations"],
         summary="Unblock a sender",
-        description="Unblock `peer_uid` for this user (nothing happens if it was not blocked).",
+        description=(
+            "Unblock `peer_uid` for this user (nothing happens if it was not blocked). Business "
+            "rule the schema cannot express: `peer_uid` equal to `uid` answers 400."
+        ),
         responses={204: None, **ERRORS},
     )
     def delete(self, request: Request, uid: str, peer_uid: str) -> Response:

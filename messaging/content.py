@@ -6,8 +6,8 @@ before anything is stored.
 
 from __future__ import annotations
 
+import re
 from typing import Any
-from urllib.parse import urlparse
 
 from api.errors import InvalidInput
 
@@ -16,6 +16,9 @@ TITLE_MAX = 200
 CARD_BODY_MAX = 2000
 URL_MAX = 2048
 DIMENSION_MAX = 100_000
+# http or https, a host (no "/", "?" or "#" right after "//"), no space or control character:
+# the schema documents this very pattern (messaging.serializers).
+URL_PATTERN = r"^https?://[^\x00-\x20\x7f/?#][^\x00-\x20\x7f]*$"
 
 
 def validate_content(content: Any) -> dict[str, Any]:
@@ -69,8 +72,7 @@ def _string(content: dict[str, Any], name: str, low: int, high: int) -> str:
 
 def _url(content: dict[str, Any], name: str) -> str:
     value = _string(content, name, 1, URL_MAX)
-    parts = urlparse(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if not re.fullmatch(URL_PATTERN, value):
         raise InvalidInput(
             f"content.{name} must be an http(s) URL.", {f"content.{name}": "bad URL"}
         )

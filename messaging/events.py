@@ -15,20 +15,39 @@ Delivery events are at least once (a redelivered batch publishes again): gateway
 Group messages are one event each, whatever the group's size (read diffusion): stream
 ``gdelivery:{s<n>}`` (n = gid mod SHARDS), entries ``{gid, seq, msgkey, sender}``; gateways map
 the gid to their own connections.
+
+Trimming and lost events. Streams are trimmed by ``lua/events_add.lua`` in the XADD's own call:
+once a stream is TRIM_STEP entries past MAXLEN it is trimmed like ``MAXLEN ~`` (whole nodes), and
+at that moment, per consumer group, the trimmed entries the group had not read (its XINFO ``lag``
+before the trim minus the entries left, at most the entries trimmed) are added to the hash
+``<stream>:trimmed`` (field: the group): exact for any group whose lag Redis can tell, one XLEN per
+XADD and one XINFO GROUPS per trim (every ~TRIM_STEP entries). The script then re-anchors such a
+group's entries-read, as Redis 7.0 would count the lost entries in its lag for ever.
+``stream_metrics`` (read at /metrics, registered by messaging's AppConfig.ready) reports, for every
+consumer group found on these streams (none: no series): ``event_stream_lag{stream, group}``
+(XINFO ``lag``: entries not yet delivered to the group) and
+``event_stream_trimmed_unread_total{stream, group}`` (the hash above).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from redis.exceptions import ResponseError
+
+from config import metrics
 from config.redis import get_redis
 from config.sqlvalues import int_list
+from messaging import lua
 
 SHARDS = 16
 MAXLEN = 200_000
+TRIM_STEP = 100  # Redis's stream-node-max-entries: what one ``MAXLEN ~`` trim takes at least
 
 
 def stream_key(shard: int) -> str:
@@ -40,9 +59,20 @@ def group_stream_key(shard: int) -> str:
 
 
 def publish_group_into(pipe: Any, *, gid: int, seq: int, msgkey: int, sender: int) -> None:
-    """Queue one group message's event on ``pipe`` (one XADD, one key)."""
+    """Queue one group message's event on ``pipe`` (one script call: its XADD, one slot)."""
     fields = {"gid": gid, "seq": seq, "msgkey": msgkey, "sender": sender}
-    pipe.xadd(group_stream_key(gid % SHARDS), fields, maxlen=MAXLEN, approximate=True)
+    _add(pipe, group_stream_key(gid % SHARDS), fields)
+
+
+def _add(pipe: Any, key: str, fields: dict[str, Any]) -> None:
+    """Queue one entry on ``pipe``: XADD, trimmed past MAXLEN, losses counted (module docstring)."""
+    args = [MAXLEN, TRIM_STEP, *chain.from_iterable(fields.items())]
+    lua.call("events_add", [key, trimmed_key(key)], args, client=pipe)
+
+
+def trimmed_key(stream: str) -> str:
+    """Entries trimmed unread, per group: a hash in ``stream``'s hash tag (so its slot)."""
+    return f"{stream}:trimmed"
 
 
 def publish_deliveries(*, receiver_uids: Sequence[int], peer_uid: int, msgkey: int) -> None:
@@ -58,7 +88,7 @@ def publish_into(pipe: Any, *, receiver_uids: Sequence[int], peer_uid: int, msgk
         by_shard[uid % SHARDS].append(uid)
     for shard, uids in by_shard.items():
         fields = {"uids": int_list(uids), "peer": peer_uid, "msgkey": msgkey}
-        pipe.xadd(stream_key(shard), fields, maxlen=MAXLEN, approximate=True)
+        _add(pipe, stream_key(shard), fields)
 
 
 @dataclass(frozen=True)
@@ -80,3 +110,51 @@ def read_deliveries(shard: int, *, after: str = "0-0", count: int = 100) -> list
 def _delivery(entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
     uids = [int(u) for u in fields[b"uids"].split(b",")]
     return Delivery(entry_id.decode(), uids, int(fields[b"peer"]), int(fields[b"msgkey"]))
+
+
+# -- consumer lag and lost events, read at /metrics -------------------------------------------
+def all_stream_keys() -> list[str]:
+    return [make(shard) for make in (stream_key, group_stream_key) for shard in range(SHARDS)]
+
+
+def stream_metrics() -> Iterator[Metric]:
+    """Lag and trimmed-unread entries of every consumer group on the streams (module docstring)."""
+    keys = all_stream_keys()
+    pipe = get_redis().pipeline(transaction=False)
+    for key in keys:
+        pipe.xinfo_groups(key)
+    for key in keys:
+        pipe.hgetall(trimmed_key(key))
+    replies = pipe.execute(raise_on_error=False)  # a stream not written yet: "no such key"
+    lag = GaugeMetricFamily(
+        metrics.PREFIX + "event_stream_lag",
+        "Delivery-stream entries not yet delivered to the consumer group.",
+        labels=["stream", "group"],
+    )
+    lost = CounterMetricFamily(
+        metrics.PREFIX + "event_stream_trimmed_unread",
+        "Delivery-stream entries trimmed before the consumer group read them.",
+        labels=["stream", "group"],
+    )
+    for key, groups, trimmed in zip(keys, replies, replies[len(keys) :], strict=False):
+        _add_lags(lag, key, groups)
+        _add_trimmed(lost, key, trimmed)
+    yield from (lag, lost)
+
+
+def _add_lags(family: GaugeMetricFamily, key: str, groups: Any) -> None:
+    if isinstance(groups, ResponseError):
+        return
+    for group in groups:
+        if group.get("lag") is not None:  # None: Redis cannot tell
+            family.add_metric([key, _text(group["name"])], float(group["lag"]))
+
+
+def _add_trimmed(family: CounterMetricFamily, key: str, trimmed: Any) -> None:
+    if isinstance(trimmed, dict):
+        for group, count in trimmed.items():
+            family.add_metric([key, _text(group)], float(count))
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from api.fields import utc_timestamp
 from config import live_hooks
 from config.live_hooks import Event, direct, group
 from messaging import msgkey as keys
@@ -33,7 +34,7 @@ def message_item(message: Message, **extra: Any) -> dict[str, Any]:
         "msgkey": str(message.msgkey),
         "sender_uid": str(message.sender_uid),
         "content": None if recalled else {**message.body},
-        "created_at": keys.created_at(message.msgkey).isoformat(),
+        "created_at": utc_timestamp(keys.created_at(message.msgkey)),
         "status": "recalled" if recalled else "normal",
         **extra,
     }

@@ -11,33 +11,52 @@ from typing import Any
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
-from api.fields import MAX_ID, IdField, StrictCharField, has_lone_surrogate
+from api.fields import (
+    NO_NUL_PATTERN,
+    TIMESTAMP_SCHEMA,
+    IdField,
+    StrictCharField,
+    StrictRegexField,
+    TimestampField,
+    has_lone_surrogate,
+    id_pattern,
+    utc_timestamp,
+)
 from api.paging import PAGE_MAX
+from messaging import content as contents
 from messaging import msgkey as keys
-from messaging.convlist import Cursor
 from messaging.models import Category, Message, MessageStatus
 
 CLIENT_MSG_ID_MAX = 64
 
 
 # -- content (validated in messaging.content; these document it) -------------------------------
+# The patterns are messaging.content's own rules (no NUL; an http(s) URL with a host).
+def _text(low: int, high: int) -> serializers.RegexField:
+    return serializers.RegexField(NO_NUL_PATTERN, min_length=low or None, max_length=high)
+
+
+def _url() -> serializers.RegexField:
+    return serializers.RegexField(contents.URL_PATTERN, max_length=contents.URL_MAX)
+
+
 class TextContentSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["text"])
-    text = serializers.CharField(min_length=1, max_length=5000)
+    text = _text(1, contents.TEXT_MAX)
 
 
 class ImageContentSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["image"])
-    url = serializers.URLField(max_length=2048)
-    width = serializers.IntegerField(min_value=1, max_value=100_000)
-    height = serializers.IntegerField(min_value=1, max_value=100_000)
+    url = _url()
+    width = serializers.IntegerField(min_value=1, max_value=contents.DIMENSION_MAX)
+    height = serializers.IntegerField(min_value=1, max_value=contents.DIMENSION_MAX)
 
 
 class CardContentSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["card"])
-    title = serializers.CharField(min_length=1, max_length=200)
-    body = serializers.CharField(allow_blank=True, max_length=2000)
-    url = serializers.URLField(max_length=2048)
+    title = _text(1, contents.TITLE_MAX)
+    body = _text(0, contents.CARD_BODY_MAX)
+    url = _url()
 
 
 CONTENT_SCHEMA = PolymorphicProxySerializer(
@@ -76,19 +95,20 @@ class ReadIn(serializers.Serializer):
     upto_msgkey = IdField(required=False, allow_null=True)
 
 
+# "sort_key:peer_uid" (messaging.convlist.Cursor), each 0 .. 2^63-1: exactly what the view takes
+_ID_OR_ZERO = id_pattern(0)[1:-1]
+CURSOR_PATTERN = f"^{_ID_OR_ZERO}:{_ID_OR_ZERO}$"
+
+
 class ConversationListQuery(serializers.Serializer):
     category = serializers.ChoiceField(choices=[*Category.values, "group"], required=False)
-    cursor = serializers.CharField(required=False, max_length=64)
+    cursor = StrictRegexField(
+        CURSOR_PATTERN,
+        required=False,
+        max_length=64,
+        error_messages={"invalid": "is not a cursor this API returned."},
+    )
     limit = serializers.IntegerField(min_value=1, max_value=PAGE_MAX, default=20)
-
-    def validate_cursor(self, value: str) -> str:
-        try:
-            parts = Cursor.parse(value)
-        except (ValueError, TypeError) as exc:
-            raise serializers.ValidationError("is not a cursor this API returned.") from exc
-        if parts is None or not all(0 <= p <= MAX_ID for p in parts):
-            raise serializers.ValidationError("is not a cursor this API returned.")
-        return value
 
 
 class HistoryQuery(serializers.Serializer):
@@ -101,7 +121,7 @@ class LastMessageOut(serializers.Serializer):
     msgkey = IdField()
     sender_uid = IdField()
     preview = serializers.CharField()
-    created_at = serializers.CharField()
+    created_at = TimestampField()
 
 
 class ConversationOut(serializers.Serializer):
@@ -161,7 +181,7 @@ class HistoryItemOut(serializers.Serializer):
     msgkey = IdField()
     sender_uid = IdField()
     content = ContentField(allow_null=True, help_text="null once recalled")
-    created_at = serializers.CharField()
+    created_at = TimestampField()
     status = serializers.ChoiceField(choices=["normal", "recalled"])
 
 
@@ -171,7 +191,7 @@ class HistoryPageOut(serializers.Serializer):
 
 
 def _created_at(message: Message) -> str:
-    return keys.created_at(message.msgkey).isoformat()
+    return utc_timestamp(keys.created_at(message.msgkey))
 
 
 def _status(message: Message) -> str:
@@ -188,6 +208,7 @@ class MessageOut(serializers.Serializer):
     created_at = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
 
+    @extend_schema_field(TIMESTAMP_SCHEMA)
     def get_created_at(self, result: Any) -> str:
         return _created_at(result.message)
 

@@ -1,7 +1,7 @@
 """Live delivery under load: what one gateway process holds, and how fast a message reaches a
 socket.
 
-    python scripts/bench_live.py [--connections 10000] [--rate 200] [--seconds 10] [--pairs 50]
+    python scripts/bench_live.py [--connections 2000] [--rate 200] [--seconds 10] [--pairs 50]
 
 Runs one gateway process as production would (uvicorn serving ``config.asgi``, uvloop and
 httptools) on loopback, against database ``bench_live`` (created and migrated here) and Redis
@@ -25,6 +25,7 @@ import asyncio
 import http.client
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -238,12 +239,13 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--connections", type=int, default=2_000)
     parser.add_argument("--rate", type=float, default=200)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--pairs", type=int, default=50)
     parser.add_argument("--api-workers", type=int, default=2)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers below on a kill
     token = prepare()
     port = free_port()
     gateway = start_gateway(port)

@@ -8,24 +8,42 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.auth import principal
-from api.fields import IdField, path_ids
+from api.fields import NO_NUL_PATTERN, TIMESTAMP_SCHEMA, IdField, path_ids, utc_timestamp
 from api.models import Scope
 from api.paging import PAGE_MAX
 from api.views import ERROR_SCHEMA, ERRORS, ApiView, idempotency_key, validated
+from messaging.content import TEXT_MAX
 from messaging.convcache import prewarm
 from unread import announcements, selectors
 
+# What announcements.normalise takes: a plain string is the text of a text content.
+PUBLISH_CONTENT_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "minLength": 1, "maxLength": TEXT_MAX, "pattern": NO_NUL_PATTERN},
+        {"$ref": "#/components/schemas/Content"},
+    ],
+    "description": 'a string (plain text) or a content object, e.g. {"type": "text", "text": "…"}',
+}
+
+
+@extend_schema_field(PUBLISH_CONTENT_SCHEMA)
+class PublishContentField(serializers.JSONField):
+    """Validated by announcements.normalise (400 naming the field)."""
+
 
 class PublishIn(serializers.Serializer):
-    content = serializers.JSONField(
-        help_text='a string (plain text) or a content object, e.g. {"type": "text", "text": "…"}'
-    )
+    content = PublishContentField()
 
 
 class AnnouncementOut(serializers.Serializer):
@@ -33,8 +51,9 @@ class AnnouncementOut(serializers.Serializer):
     content = serializers.JSONField()
     published_at = serializers.SerializerMethodField()
 
+    @extend_schema_field(TIMESTAMP_SCHEMA)
     def get_published_at(self, item: Any) -> str:
-        return datetime.fromtimestamp(item.published_ms / 1000, tz=UTC).isoformat()
+        return utc_timestamp(datetime.fromtimestamp(item.published_ms / 1000, tz=UTC))
 
 
 class UserAnnouncementOut(AnnouncementOut):

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.fields import IdField, StrictBooleanField, StrictCharField
+from api.fields import (
+    TIMESTAMP_SCHEMA,
+    IdField,
+    StrictBooleanField,
+    StrictCharField,
+    TimestampField,
+    utc_timestamp,
+)
 from api.paging import PAGE_MAX
 from messaging import msgkey as keys
 from messaging.groups.services import UIDS_PER_CALL
@@ -23,7 +31,8 @@ def _uids(**kwargs: Any) -> serializers.ListField:
 # -- inputs ----------------------------------------------------------------------------------------
 class GroupCreateIn(serializers.Serializer):
     owner_uid = IdField()
-    name = StrictCharField(min_length=1, max_length=NAME_MAX)
+    # not trimmed: "  " would pass the schema's minLength and then fail it here
+    name = StrictCharField(min_length=1, max_length=NAME_MAX, trim_whitespace=False)
     member_uids = _uids(required=False, default=list)
     history_for_new_members = StrictBooleanField(required=False, default=True)
 
@@ -66,10 +75,7 @@ class GroupOut(serializers.Serializer):
     owner_uid = IdField()
     member_count = serializers.IntegerField()
     max_seq = serializers.IntegerField()
-    created_at = serializers.SerializerMethodField()
-
-    def get_created_at(self, group: Any) -> str:
-        return str(group.created_at.isoformat())
+    created_at = TimestampField()
 
 
 class MembersAddedOut(serializers.Serializer):
@@ -86,8 +92,9 @@ class GroupSentOut(serializers.Serializer):
     sender_uid = IdField(source="row.sender_uid")
     created_at = serializers.SerializerMethodField()
 
+    @extend_schema_field(TIMESTAMP_SCHEMA)
     def get_created_at(self, result: Any) -> str:
-        return keys.created_at(result.row.msgkey).isoformat()
+        return utc_timestamp(keys.created_at(result.row.msgkey))
 
 
 class GroupRecallOut(serializers.Serializer):
@@ -121,7 +128,7 @@ class GroupHistoryItemOut(serializers.Serializer):
     msgkey = IdField()
     sender_uid = IdField()
     content = ContentField(allow_null=True, help_text="null once recalled")
-    created_at = serializers.CharField()
+    created_at = TimestampField()
     status = serializers.ChoiceField(choices=["normal", "recalled"])
 
 

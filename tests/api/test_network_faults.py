@@ -4,6 +4,11 @@ database through a proxy, and a ``timeout`` toxic turns that path into a black h
 passes, nothing is closed), what a partition looks like. History reads answer 503 within the
 API's deadline, then at once once MariaDB's breaker is open; the unread fast path, which needs no
 SQL, still answers 200; with the toxic removed history answers 200 again.
+
+The same with ``reset_peer`` (every connection to the store closed with a RST as soon as it
+carries data) on MariaDB's path and on Redis's, and a 1 ms ``latency`` on Redis's: a reset path
+answers 503 (or 200/201 when a retry got through), never 500 and never after the deadline; 1 ms
+changes no answer. Each test removes its toxics (and the fixtures their proxies) in a finally.
 """
 
 from __future__ import annotations
@@ -13,14 +18,24 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from django.conf import settings
 
 from tests.api.factories import inbox_api, send_api
-from tests.api.test_freezes import assert_unavailable_in_time, get, report, services
+from tests.api.test_freezes import (
+    DEADLINE_S,
+    SLACK_S,
+    Answer,
+    assert_unavailable_in_time,
+    get,
+    report,
+    services,
+)
 from tests.config.test_asgi import free_port, wait_listening
 from tests.conftest import ROOT, wait_for
 
@@ -95,5 +110,146 @@ def test_a_black_holed_mariadb_path_is_503_in_time_and_unread_still_answers(
     report("MariaDB black-holed (toxiproxy timeout): history", reads)
     assert_unavailable_in_time(reads)
     assert reads[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
+    assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
+    wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)
+
+
+# -- reset_peer and latency: MariaDB's path and Redis's ----------------------------------------
+@contextmanager
+def toxic(proxy: str, kind: str, **attributes: int) -> Iterator[None]:
+    """One toxic on the client-to-store stream of ``proxy``, removed on the way out."""
+    body = {"name": kind, "type": kind, "stream": "upstream", "attributes": attributes}
+    toxiproxy("POST", f"/proxies/{proxy}/toxics", body)
+    try:
+        yield
+    finally:
+        toxiproxy("DELETE", f"/proxies/{proxy}/toxics/{kind}")
+
+
+def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        conn.request("POST", "/api/v1" + path, json.dumps(body), headers)
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        seconds = time.monotonic() - started
+        return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
+    finally:
+        conn.close()
+
+
+def message(sender: int, receiver: int, cmid: str) -> dict[str, Any]:
+    content = {"type": "text", "text": "hi"}
+    return {
+        "sender_uid": sender,
+        "receiver_uid": receiver,
+        "content": content,
+        "client_msg_id": cmid,
+    }
+
+
+def assert_never_500_nor_late(answers: list[Answer], ok: int) -> None:
+    for a in answers:
+        assert a.status in (ok, 503), a.body
+        assert a.status == ok or a.body["error"] == "unavailable"
+        assert a.seconds < DEADLINE_S + SLACK_S, f"answered after {a.seconds:.2f} s"
+
+
+@pytest.fixture
+def redis_proxy() -> Iterator[tuple[str, int]]:
+    """A proxy to the data Redis on a free loopback port: (proxy name, port)."""
+    services("start", "toxiproxy")
+    name, port = f"redis-{os.getpid()}", free_port()
+    toxiproxy(
+        "POST",
+        "/proxies",
+        {"name": name, "listen": f"127.0.0.1:{port}", "upstream": "127.0.0.1:6379"},
+    )
+    try:
+        yield name, port
+    finally:
+        toxiproxy("DELETE", f"/proxies/{name}")
+
+
+@pytest.fixture
+def redis_proxied_server(transactional_db: Any, redis_proxy: tuple[str, int]) -> Iterator[int]:
+    """An API process whose data Redis (same database number as the tests') is behind the proxy."""
+    db = settings.DATABASES["default"]
+    sql = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
+    number = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[-1]
+    env = {**os.environ, "DATABASE_URL": sql}
+    env["REDIS_URL"] = f"redis://127.0.0.1:{redis_proxy[1]}/{number}"
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
+    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        wait_listening(proc, port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_reset_redis_path_answers_503_never_500_and_counts_every_send_it_accepted(
+    redis_proxied_server: int, redis_proxy: tuple[str, int], uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    shop = send_api("shop-reset", [alice])
+    bff = inbox_api("bff-reset")
+    unread = f"/users/{bob}/unread"
+    assert (
+        post(redis_proxied_server, "/messages", shop.token, message(alice, bob, "r0")).status == 201
+    )
+    assert get(redis_proxied_server, unread, bff.token).body["total"] == 1
+    with toxic(redis_proxy[0], "reset_peer", timeout=0):
+        counts = [get(redis_proxied_server, unread, bff.token) for _ in range(4)]
+        sends = [
+            post(redis_proxied_server, "/messages", shop.token, message(alice, bob, f"r{i}"))
+            for i in (1, 2)
+        ]
+    report("Redis path reset (toxiproxy reset_peer): unread", counts)
+    report("Redis path reset (toxiproxy reset_peer): 1:1 send", sends)
+    assert_never_500_nor_late(counts, 200)
+    assert_never_500_nor_late(sends, 201)
+    accepted = sum(a.status == 201 for a in sends)
+    wait_for(lambda: get(redis_proxied_server, unread, bff.token).status == 200, timeout=15)
+    assert get(redis_proxied_server, unread, bff.token).body["total"] >= 1 + accepted
+
+
+def test_one_ms_more_to_redis_changes_no_answer(
+    redis_proxied_server: int, redis_proxy: tuple[str, int], uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    shop = send_api("shop-latency", [alice])
+    bff = inbox_api("bff-latency")
+    with toxic(redis_proxy[0], "latency", latency=1, jitter=0):
+        sends = [
+            post(redis_proxied_server, "/messages", shop.token, message(alice, bob, f"l{i}"))
+            for i in range(3)
+        ]
+        counts = [get(redis_proxied_server, f"/users/{bob}/unread", bff.token) for _ in range(3)]
+    report("Redis path +1 ms (toxiproxy latency): 1:1 send", sends)
+    report("Redis path +1 ms (toxiproxy latency): unread", counts)
+    assert [a.status for a in sends] == [201] * 3
+    assert [(a.status, a.body["total"]) for a in counts] == [(200, 3)] * 3
+
+
+def test_a_reset_mariadb_path_answers_503_never_500_and_unread_still_answers(
+    proxied_server: int, mariadb_proxy: tuple[str, int], uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    send_api("shop", [alice]).sent(alice, bob)
+    bff = inbox_api("bff-reset-db")
+    history, unread = f"/users/{bob}/conversations/{alice}/messages", f"/users/{bob}/unread"
+    assert get(proxied_server, history, bff.token).status == 200
+    assert get(proxied_server, unread, bff.token).status == 200
+    with toxic(mariadb_proxy[0], "reset_peer", timeout=0):
+        reads = [get(proxied_server, history, bff.token) for _ in range(4)]
+        counts = [get(proxied_server, unread, bff.token) for _ in range(3)]
+    report("MariaDB path reset (toxiproxy reset_peer): history", reads)
+    assert_never_500_nor_late(reads, 200)
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
     wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)

@@ -10,10 +10,12 @@ import pytest
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from bulk import services
 from config import metrics
 from config.redis import get_redis
 from messaging import tasks
 from tests.api.factories import inbox_api
+from tests.bulk.helpers import drive, shop
 
 pytestmark = pytest.mark.django_db
 HTTP = "missive_http_request_duration_seconds"
@@ -87,3 +89,20 @@ def test_a_scraper_with_the_token_reads_from_anywhere() -> None:
         assert scrape(REMOTE_ADDR="198.51.100.1", HTTP_AUTHORIZATION="Bearer s3cret-scrape")
         wrong = Client(REMOTE_ADDR="198.51.100.1", HTTP_AUTHORIZATION="Bearer guess")
         assert wrong.get("/metrics").status_code == 403
+
+
+def test_each_stage_of_a_completed_campaign_batch_is_timed(uids: Any) -> None:
+    sender, *fans = uids(4)
+    shop(sender)
+    campaign, _ = services.campaign_submit(
+        sender_uid=sender,
+        content={"type": "text", "text": "Spring sale"},
+        audience_spec={"type": "uids", "uids": [str(u) for u in fans]},
+        channel="daily",
+    )
+    drive(campaign.pk)
+    samples = scrape()
+    stage = "missive_bulk_batch_stage_seconds"
+    assert sample(samples, stage + "_count", stage="inbox write") == 1
+    assert sample(samples, stage + "_count", stage="ledger") == 1
+    assert sample(samples, stage + "_sum", stage="lease") > 0
