@@ -69,7 +69,15 @@ CANNOT_MISS = {
 CLOSED = ("FollowersSpec", "FollowersFilterSpec", "UploadSpec", "UidsSpec")
 
 
+IGNORED_QUERY = (
+    "\n\n## Query parameters\nA query parameter an operation does not document is ignored; "
+    "an optional one sent empty (`?cursor=`) is the same as one left out."
+)
+
+
 def finish(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    info = result.setdefault("info", {})
+    info["description"] = info.get("description", "") + IGNORED_QUERY
     components = result.get("components", {}).get("schemas", {})
     for name in CLOSED:
         if name in components:

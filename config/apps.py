@@ -11,6 +11,10 @@ class ConfigConfig(AppConfig):
     def ready(self) -> None:
         from config import breakers, checks  # noqa: F401  (registers the checks)
         from config.metrics import register_gauges
+        from config.outages import report_refused_write
+        from config.redis import on_refused_write
+
+        on_refused_write(report_refused_write)  # OOM / MISCONF counted and logged (outages)
 
         # a circuit breaker per database connection, its state in /metrics (config/breakers.py)
         breakers.guard_new_connections()

@@ -45,6 +45,8 @@ from django.db import OperationalError, connections
 from prometheus_client.core import GaugeMetricFamily, Metric
 from thriftpy2.transport import TTransportException
 
+from config.store_errors import store_down
+
 T = TypeVar("T")
 StoreOpen = pybreaker.CircuitBreakerError
 
@@ -83,8 +85,6 @@ class Breaker(pybreaker.CircuitBreaker):
 
 
 def _not_counted(exc: BaseException) -> bool:
-    from config.outages import store_down  # outages imports the clients, which import this
-
     return not store_down(exc)
 
 

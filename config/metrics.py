@@ -55,9 +55,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
 from kombu.exceptions import OperationalError
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -321,14 +320,3 @@ def _cumulative(counts: Mapping[str, int]) -> list[tuple[str, float]]:
 
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(MissiveCollector())
-
-
-def metrics_view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus scrape endpoint (text exposition format), for whom METRICS_ALLOWED_IPS or
-    METRICS_TOKEN name (config/observe.py); anyone else gets a 403."""
-    from config.observe import metrics_allowed, metrics_refused
-
-    if not metrics_allowed(request):
-        return metrics_refused()
-    flush()
-    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

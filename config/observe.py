@@ -28,6 +28,7 @@ from typing import Any
 import django
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from config import metrics
@@ -128,3 +129,12 @@ def metrics_allowed(request: HttpRequest) -> bool:
 def metrics_refused() -> JsonResponse:
     detail = "Metrics are readable only from METRICS_ALLOWED_IPS or with METRICS_TOKEN."
     return JsonResponse({"error": "forbidden", "detail": detail}, status=403)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus scrape endpoint (text exposition format), for whom METRICS_ALLOWED_IPS or
+    METRICS_TOKEN name (``metrics_allowed``); anyone else gets a 403."""
+    if not metrics_allowed(request):
+        return metrics_refused()
+    metrics.flush()
+    return HttpResponse(generate_latest(metrics.REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -13,88 +13,35 @@ Two more kinds wait like an outage:
 - a circuit breaker that is open (``config.breakers.StoreOpen``): the store was just found out;
 - Redis refusing writes (``OOM``: maxmemory reached, ``MISCONF``: it cannot persist, say a full
   disk): the remedy is an operator's, as for an outage, and the data is intact, so a batch waits
-  instead of failing its recipients. The client that meets one counts it
-  (``missive_redis_refused_writes_total{reason}``) and logs a WARNING saying what to do
-  (``report_refused_write``, config/redis.py).
+  instead of failing its recipients. The Redis client that meets one calls the hook this app
+  registers (``report_refused_write``, from config/apps.py), which counts it
+  (``missive_redis_refused_writes_total{reason}``) and logs a WARNING saying what to do.
 
-``store_down`` is the narrower question a breaker asks: did the store answer at all? A deadlock,
-a lock wait, a read-only replica or a Redis that refuses writes answered, and do not open one.
+The classification itself (``store_unavailable``, ``store_down``, ``refused_write``) is in
+config/store_errors.py, below the clients and their breakers; this module adds what needs the
+clients: probing the stores, the backoff, the refused-write report.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import re
-import socket
 import time
 
-import happybase  # noqa: F401  (loads the Hbase_thrift module below)
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection
-from happybase.pool import NoConnectionsAvailable
-from Hbase_thrift import IOError as HBaseIOError
-from pybreaker import CircuitBreakerError
-from redis import exceptions as redis_errors
-from thriftpy2.transport import TTransportException
+from django.db import connection
 
-from config import hbase
+from config import hbase, metrics
 from config.redis import ping_all
+from config.store_errors import refused_write
+from config.store_errors import store_unavailable as store_unavailable  # the apps ask it here
 
-# Client-side (2xxx) connection losses and the server's own "come back later" answers:
-# 1040 too many connections, 1053 shutting down, 1205 lock wait timeout, 1213 deadlock,
-# 1290 read-only (a replica or a failover in progress), 1927 connection killed, 4031 idle timeout.
-DB_UNAVAILABLE_CODES = frozenset(
-    {1040, 1053, 1205, 1213, 1290, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
-)
-REDIS_UNAVAILABLE = (
-    redis_errors.ConnectionError,  # includes BusyLoadingError (a restarted Redis loading its data)
-    redis_errors.TimeoutError,
-    redis_errors.ReadOnlyError,  # a replica that has not been promoted yet
-    redis_errors.ClusterDownError,  # a cluster with a slot unserved (a failover in progress)
-    redis_errors.SlotNotCoveredError,
-    redis_errors.TryAgainError,  # a slot being migrated
-    redis_errors.MasterDownError,
-)
-TRANSPORT = (TTransportException, NoConnectionsAvailable, socket.timeout, ConnectionError)
-# The client-side codes of a server that did not answer (no route, refused, gone, lost, timed out)
-# and the server shutting down: what a breaker counts (``store_down``).
-DB_DOWN_CODES = frozenset({1053, 2002, 2003, 2006, 2013, 2055})
-REDIS_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError)
-# "OOM command not allowed when used memory > 'maxmemory'", "MISCONF Redis is configured to save
-# RDB snapshots, but it's currently unable to persist to disk" (also inside a script's or a
-# pipeline's error message)
-REFUSED_WRITE = re.compile(r"(?:^|\W)(OOM|MISCONF) ")
 REFUSED_WRITE_ADVICE = {
     "OOM": "maxmemory is reached: raise maxmemory or free memory",
     "MISCONF": "it cannot persist (disk full or not writable?): free disk space or fix its dir",
 }
 REFUSED_LOG_EVERY_S = 10.0
 log = logging.getLogger(__name__)
-
-
-def store_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` (or what caused it) says a store did not answer, not that we are wrong."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if _unavailable(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _unavailable(exc: BaseException) -> bool:
-    if isinstance(exc, (*REDIS_UNAVAILABLE, *TRANSPORT, InterfaceError, CircuitBreakerError)):
-        return True
-    if isinstance(exc, redis_errors.ResponseError):
-        return refused_write(exc) is not None
-    if isinstance(exc, HBaseIOError):
-        return "TableNotFound" not in str(getattr(exc, "message", "") or exc)
-    if isinstance(exc, OperationalError):
-        return _db_unavailable(exc)
-    return False
 
 
 def stores_answer(timeout_s: float = 2.0) -> bool:
@@ -119,44 +66,6 @@ def backoff_s(attempt: int, cap_s: float) -> float:
     return step * random.uniform(0.5, 1.0)
 
 
-def _db_unavailable(exc: OperationalError) -> bool:
-    code = exc.args[0] if exc.args else None
-    if isinstance(code, int):
-        return code in DB_UNAVAILABLE_CODES
-    return "database is locked" in str(exc)  # SQLite, one machine: a writer holds the file
-
-
-def store_down(exc: BaseException) -> bool:
-    """True when ``exc`` (or what caused it) says a store did not answer at all: what a circuit
-    breaker counts (config/breakers.py)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if _down(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _down(exc: BaseException) -> bool:
-    if isinstance(exc, (*REDIS_DOWN, *TRANSPORT)):
-        return True
-    if isinstance(exc, OperationalError):
-        return bool(exc.args) and exc.args[0] in DB_DOWN_CODES
-    return False
-
-
-def refused_write(exc: BaseException) -> str | None:
-    """``OOM`` or ``MISCONF`` when Redis refused a write for want of memory or disk, else None."""
-    if isinstance(exc, redis_errors.OutOfMemoryError):  # redis-py drops its "OOM " prefix
-        return "OOM"
-    if not isinstance(exc, redis_errors.ResponseError):
-        return None
-    found = REFUSED_WRITE.search(str(exc))
-    return found.group(1) if found else None
-
-
 _last_refused_log: dict[str, float] = {}
 
 
@@ -166,8 +75,6 @@ def report_refused_write(exc: BaseException) -> None:
     reason = refused_write(exc)
     if reason is None:
         return
-    from config import metrics  # metrics imports the Redis client, which reports through here
-
     metrics.inc("redis_refused_writes", reason=reason)
     now = time.monotonic()
     if now - _last_refused_log.get(reason, -REFUSED_LOG_EVERY_S) >= REFUSED_LOG_EVERY_S:

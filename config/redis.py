@@ -30,7 +30,7 @@ row of STORE_TIMEOUTS and waits that row's read timeout for a reply (1 s in an A
 in a worker); a lost connection is retried once at once (a restarted Redis), a timeout is not
 (a frozen one would cost the timeout again). Every command and pipeline goes through the
 ``redis`` circuit breaker, and a write Redis refuses (OOM, MISCONF) is counted and logged
-(``config.outages.report_refused_write``).
+(``config.outages.report_refused_write``, through ``on_refused_write``).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from config import breakers, embedded, timeouts
 
 T = TypeVar("T")
 _SCRIPTS: dict[str, Any] = {}  # SHA -> source of every script registered on the cluster client
+REFUSED_WRITE_HOOKS: list[Callable[[redis.ResponseError], None]] = []
 
 
 def _guarded(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -68,10 +69,16 @@ def _guarded(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return breakers.guarded("redis", func, *args, **kwargs)
     except redis.ResponseError as exc:
-        from config.outages import report_refused_write  # outages imports this module
-
-        report_refused_write(exc)
+        for hook in REFUSED_WRITE_HOOKS:
+            hook(exc)
         raise
+
+
+def on_refused_write(hook: Callable[[redis.ResponseError], None]) -> None:
+    """Call ``hook`` with every error reply the client meets (config.outages counts the OOM and
+    MISCONF ones: registered from config/apps.py, so this module imports nothing above it)."""
+    if hook not in REFUSED_WRITE_HOOKS:
+        REFUSED_WRITE_HOOKS.append(hook)
 
 
 class _Redis(redis.Redis):

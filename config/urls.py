@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularSwaggerView
 
 from api.schema import SchemaView
 from config.health import healthz, readyz
-from config.metrics import metrics_view
+from config.observe import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),

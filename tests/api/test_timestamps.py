@@ -16,6 +16,7 @@ from django.test import Client
 from api.fields import TIMESTAMP_PATTERN
 from api.models import Scope
 from tests.api.factories import make_api
+from tests.bulk.helpers import shop
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]
@@ -46,6 +47,7 @@ def test_every_kind_of_answer_sends_one_timestamp_format(uids: Uids) -> None:
         [Scope.USERS, Scope.INBOX, Scope.CAMPAIGNS, Scope.ANNOUNCE],
         [alice],
     )
+    shop(alice)  # campaigns are sent by business accounts
     text = {"type": "text", "text": "hi"}
     sent = ok(api.send(alice, bob))
     group = ok(api.call("POST", "/groups", {"owner_uid": alice, "name": "g"}))
