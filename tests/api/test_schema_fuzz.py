@@ -29,7 +29,7 @@ from schemathesis import checks
 from api.clients import api_client_create
 from api.models import Scope
 
-# 12 per operation per client: 33 operations x 5 clients in about a minute on 2 cores, which
+# 12 per operation per client: 33 operations x 5 clients in 1 to 1.5 minutes on 2 cores, which
 # `make test` can afford; FUZZ_EXAMPLES=40 (the figure) for a deeper run by hand.
 MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 SENDERS = [1, 2, 3, 4242]  # uids the generator may hit; most it generates are nobody's
