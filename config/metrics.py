@@ -239,16 +239,14 @@ class MissiveCollector:
         for queue, length in queue_lengths().items():
             queues.add_metric([queue], length)
         yield queues
-        counts = queue_workers()
-        if counts is not None:
-            workers = GaugeMetricFamily(
-                PREFIX + "celery_queue_workers",
-                "Live workers consuming the queue.",
-                labels=["queue"],
-            )
-            for queue, n in counts.items():
-                workers.add_metric([queue], n)
-            yield workers
+        workers = GaugeMetricFamily(
+            PREFIX + "celery_queue_workers", "Live workers consuming the queue.", labels=["queue"]
+        )
+        # no sample when the broker did not answer the ping: unknown is not zero (an alert on
+        # "no worker" must not fire because the broker was slow)
+        for queue, n in (queue_workers() or {}).items():
+            workers.add_metric([queue], n)
+        yield workers
         for read in GAUGES:
             yield from read()
 
