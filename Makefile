@@ -15,18 +15,18 @@ TEST_ENV := DATABASE_URL=mysql://missive:missive@127.0.0.1:3306/missive \
 # The second pass: the suites that touch Redis again, with every data key on the Redis Cluster
 # (scripts/services: :7000-7005); the Celery broker stays on the plain Redis above.
 CLUSTER_ENV := REDIS_CLUSTER=1 REDIS_URL=redis://127.0.0.1:7000/0
-CLUSTER_TESTS := tests/messaging/test_counters.py \
+CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/messaging/test_counters_epoch.py tests/messaging/test_counters_rebuild.py \
 	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
 	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
-	tests/messaging/test_groups_services.py tests/messaging/test_groups_unread.py \
+	tests/groups/test_services.py tests/groups/test_unread.py \
 	tests/unread tests/config/test_asgi.py \
-	tests/messaging/test_api.py tests/messaging/test_groups_api.py tests/bulk/test_api_control.py \
+	tests/messaging/test_api.py tests/groups/test_api.py tests/bulk/test_api_control.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
 # Failovers on purpose, each in a process of its own: after one, the test process's cluster client
 # answers ReadOnlyError to the suites that follow it (a fresh process is fine).
-CLUSTER_FAILOVERS := tests/config/test_redis_cluster.py tests/api/test_cluster_freeze.py
+CLUSTER_FAILOVERS := tests/infra/test_redis_cluster.py tests/api/test_cluster_freeze.py
 
 .PHONY: demo demo-admin test lint services-up services-down bench clean
 

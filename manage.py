@@ -23,7 +23,7 @@ def main() -> None:
 def _stop_embedded_redis() -> None:
     from django.conf import settings
 
-    from config import embedded
+    from infra import embedded
 
     if settings.configured and getattr(settings, "REDIS_EMBEDDED", False):
         embedded.stop_if_started(settings.VAR_DIR)

@@ -1,10 +1,7 @@
 """Django admin of the platform layer: API clients (token shown once on create or rotate, revoke,
-senders inline; every change bumps the clients' generation so cached principals go at once), and
-the audit log: Django's ``LogEntry`` as one read-only, filterable list at
-``/admin/admin/logentry/`` ("Audit log"), newest first.
-
-Every operator action is in it: form saves (Django logs those), and the list actions of every app
-(``api.audit.record``), here the revoke and the token rotation (never the token itself)."""
+senders inline; every change bumps the clients' generation so cached principals go at once). The
+revoke and the token rotation are recorded in the audit log (``adminsite.audit.record``; never the
+token itself)."""
 
 from __future__ import annotations
 
@@ -12,16 +9,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.models import LogEntry
-from django.contrib.contenttypes.models import ContentType
-from django.db.models import Field, Model, QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
-from api import audit, clients
+from adminsite import audit
+from api import clients
 from api.models import ApiClient, ApiClientSender, Scope
-from api.paging import BigTableAdmin
 
 
 class ApiClientSenderInline(admin.TabularInline):
@@ -95,68 +88,3 @@ class ApiClientAdmin(audit.AuditedAdmin):
             self._show_token(request, client, clients.api_client_rotate_token(client))
             text = f"Issued a new token ({client.token_prefix}…); the old one ({old}…) stopped."
             audit.record(request, client, text)
-
-
-# -- the audit log ------------------------------------------------------------------------------
-class AdminModelFilter(admin.RelatedFieldListFilter):
-    """Content types of the models the admin shows, by their names (not every table's)."""
-
-    def field_choices(self, field: Field, request: HttpRequest, model_admin: Any) -> list[Any]:
-        shown = ContentType.objects.get_for_models(*model_admin.admin_site._registry)
-        return sorted(
-            (
-                (ct.pk, f"{ct.app_label} · {model._meta.verbose_name}")
-                for model, ct in shown.items()
-            ),
-            key=lambda choice: choice[1],
-        )
-
-
-@admin.register(LogEntry)
-class LogEntryAdmin(BigTableAdmin):
-    """Read-only: entries are written by the actions they record, never typed in or removed."""
-
-    list_display = ("action_time", "user", "action", "object_link", "message")
-    list_display_links = ("action_time",)
-    list_filter = (
-        ("action_time", admin.DateFieldListFilter),
-        "action_flag",
-        ("content_type", AdminModelFilter),
-        ("user", admin.RelatedFieldListFilter),
-    )
-    search_fields = ("=object_id", "object_repr", "change_message")
-    search_help_text = "An object's id (exact), or words of its name or of the message."
-    list_select_related = ("user", "content_type")
-    ordering = ("-id",)
-    sort_orders = {"action_time": ("id",)}  # ids grow with time; action_time has no index
-    fields = ("action_time", "user", "action", "object_link", "message", "object_id")
-    readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
-        context = {"title": "Audit log: every operator action", **(extra_context or {})}
-        return super().changelist_view(request, context)
-
-    @admin.display(description="action", ordering="action_flag")
-    def action(self, entry: LogEntry) -> str:
-        return entry.get_action_flag_display()
-
-    @admin.display(description="object")
-    def object_link(self, entry: LogEntry) -> SafeString | str:
-        kind = entry.content_type.name if entry.content_type else "deleted type"
-        url = entry.get_admin_url()
-        if not url:
-            return f"{kind}: {entry.object_repr}"
-        return format_html('{}: <a href="{}">{}</a>', kind, url, entry.object_repr)
-
-    @admin.display(description="message")
-    def message(self, entry: LogEntry) -> str:
-        return entry.get_change_message()

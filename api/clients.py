@@ -21,7 +21,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from api.models import ApiClient, ApiClientSender, Scope
-from config.redis import get_redis
+from infra.redis import get_redis
 
 TOKEN_PREFIX = "msv_"
 PREFIX_CHARS = 8

@@ -10,7 +10,7 @@
 | ``Http404`` / DRF ``NotFound`` | 404 | ``not_found`` |
 | Django ``RequestDataTooBig`` | 413 | ``too_large`` |
 | bad media type, wrong method, throttled | 415, 405, 429 | ``unsupported_media_type``, ... |
-| a store did not answer (``config.outages``) | 503 | ``unavailable`` (with ``Retry-After``) |
+| a store did not answer (``infra.outages``) | 503 | ``unavailable`` (with ``Retry-After``) |
 
 Anything else is a server fault and stays a 500. A 503 names no internals (which store, which
 host): the client only needs to know that the same request, retried, is safe.
@@ -34,7 +34,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.errors import MissiveError, RetryLater, Unavailable
-from config.outages import store_unavailable
+from infra.outages import store_unavailable
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 5

@@ -15,7 +15,9 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-MAX_ID = (1 << 63) - 1
+from infra.sqlvalues import MAX_ID
+
+PAGE_MAX = 100  # API lists are keyset-paged (``next_cursor``), never by offset; this caps ``limit``
 ID_PATTERN = re.compile(r"[0-9]{1,19}")
 
 

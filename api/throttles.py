@@ -1,4 +1,4 @@
-"""Write rates per API client: a token bucket in Redis per client (``config/lua/token_bucket.lua``).
+"""Write rates per API client: a token bucket in Redis per client (``infra/lua/token_bucket.lua``).
 
 Every request that changes something (POST, PUT, DELETE) takes one token from its client's bucket,
 ``API_WRITE_RATE_PER_S`` refilled per second up to ``API_WRITE_BURST``; an empty bucket answers
@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from api.auth import ApiPrincipal
-from config.luascripts import take_tokens
+from infra.luascripts import take_tokens
 
 log = logging.getLogger(__name__)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -6,11 +6,11 @@ A campaign is created here from a form (``/admin/bulk/campaign/add/``: bulk/admi
 ``admin_views.create``) that previews it with the API's dry run and launches it through the API's
 create service, as the operator (no API client, like ``manage.py campaign_send``); or through the
 API or ``campaign_send``. A campaign's page is read-only: it shows its name, its content's text
-with a link to its Message (whose page links back, ``messaging.admin.MESSAGE_LINKS``) and its
-actions as buttons; the actions call the same services as the API, reporting what a campaign's
-status refused (a finished campaign cannot be resumed) as an error message, and what changed
-nothing as such. Every action that changed something, and every creation, is written to the
-campaign's History (``api.audit``: Django's LogEntry).
+with a link to its Message (whose page links back: ``campaign_links``, registered in bulk.apps)
+and its actions as buttons; the actions call the same services as the API, reporting what a
+campaign's status refused (a finished campaign cannot be resumed) as an error message, and what
+changed nothing as such. Every action that changed something, and every creation, is written to the
+campaign's History (``adminsite.audit``: Django's LogEntry).
 
 The campaign list and page are a live console: ``bulk/static/bulk/console.js`` polls
 ``progress.json`` (bulk/admin_views.py, figures from bulk/live.py) every 1.5 s and rewrites the
@@ -32,9 +32,9 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from api import audit
+from adminsite import audit
+from adminsite.paging import BigTableAdmin, ReadOnlyAdmin, id_terms
 from api.errors import MissiveError
-from api.paging import BigTableAdmin, id_terms
 from bulk import admin_views, live, services
 from bulk.admin_views import OPERATOR_PAUSE
 from bulk.models import (
@@ -45,22 +45,7 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
-from messaging.admin import MESSAGE_LINKS
 from messaging.models import Message
-
-
-class ReadOnlyAdmin(BigTableAdmin):
-    """View-only pages: rows are written by services, never typed in (big-table changelists on
-    the replica: api.paging)."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # -- the live figures, as text (console.js writes the same text from progress.json) ----------
@@ -187,9 +172,6 @@ def campaign_links(message: Message) -> list[tuple[str, str]]:
     """The campaigns that sent ``message`` (its page links back to them)."""
     found = Campaign.objects.filter(msgkey=message.msgkey).order_by("pk")
     return [(str(c), reverse("admin:bulk_campaign_change", args=[c.pk])) for c in found]
-
-
-MESSAGE_LINKS.append(campaign_links)
 
 
 def live_span(campaign: Campaign, field: str, text: str, css: str = "") -> SafeString:

@@ -34,7 +34,7 @@ from api.exceptions import flatten
 from api.fields import MAX_ID
 from bulk.models import AudienceType, Channel
 from bulk.serializers import MAX_LIST, NAME_MAX, CampaignCreateIn
-from messaging.content import TEXT_MAX
+from storage.content import TEXT_MAX
 
 KEY_PATTERN = re.compile(r"[!-~]{1,128}")  # printable ASCII, as the API's Idempotency-Key
 SEPARATORS = re.compile(r"[\s,;]+")

@@ -15,8 +15,8 @@
   or the campaign, so a refusal stores nothing; after a preview its id rides in a hidden field.
 
 Audit: every action that changed something is written to the campaign's History
-(``api.audit.record``): ``Outcome.log`` lists the entries, ``audit`` writes them. An action that
-changed nothing, or was refused, writes none.
+(``adminsite.audit.record``): ``Outcome.log`` lists the entries, ``audit`` writes them. An
+action that changed nothing, or was refused, writes none.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ from django.urls import reverse
 from django.utils.html import format_html
 from rest_framework.exceptions import ValidationError
 
-from api import audit
+from adminsite import audit
 from api.errors import Conflict, MissiveError
 from bulk import keys, live, selectors, services
 from bulk.admin_forms import FIELDSETS, CampaignCreateForm, new_key
 from bulk.models import Audience, AudienceType, Campaign, CampaignStatus, Channel
 from bulk.serializers import upload_lines
-from config.outages import store_unavailable
-from config.redis import get_redis
+from infra.outages import store_unavailable
+from infra.redis import get_redis
 from messaging.models import Message, MessageStatus
 from messaging.services import message_recall
 

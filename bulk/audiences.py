@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from api.models import ApiClient
 from bulk.models import Audience, AudienceMember, AudienceType, Campaign
-from config.dbrouter import PRIMARY
-from config.sqlvalues import int_rows
+from infra.dbrouter import PRIMARY
+from infra.sqlvalues import int_rows
 from messaging.selectors import follower_count, follower_uids
 
 MAX_UID = (1 << 63) - 1

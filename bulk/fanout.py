@@ -21,7 +21,7 @@ for the next wave (``campaign_plan_step``, ``_top_up``). A campaign's first batc
 higher broker priority than those of a campaign further along (``services.batch_priority``), so
 one launched behind a big campaign's queued wave is served before that wave, not after it.
 
-Outages never fail a batch. A store that does not answer (``config.outages``) while a batch
+Outages never fail a batch. A store that does not answer (``infra.outages``) while a batch
 delivers puts the batch back, its attempt refunded, and pauses the campaign with reason
 ``store_unavailable``; the sweep probes the stores and resumes it as soon as they all answer, for
 up to BULK_OUTAGE_HORIZON_S (then it stays paused, reason ``outage_too_long``, for an
@@ -60,9 +60,8 @@ from bulk.services import (
     enqueue_batches,
     enqueue_plan,
 )
-from config import broker, metrics, stages
-from config.outages import store_unavailable, stores_answer
-from messaging import pushes
+from infra import broker, metrics, stages
+from infra.outages import store_unavailable, stores_answer
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
 
@@ -181,7 +180,7 @@ class BatchRun:
 
 
 def batch_run(batch_id: int) -> BatchRun:
-    """Run one batch, its stages timed (config.stages; kept per campaign when BULK_PROFILE)."""
+    """Run one batch, its stages timed (infra.stages; kept per campaign when BULK_PROFILE)."""
     with stages.collect() as record:
         batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
         stages.lap("load")
@@ -305,8 +304,6 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch, token: str) -> BatchResul
         category=category,
         marker=f"b:{campaign.pk}:{batch.index}",
     )
-    # online recipients only: one Redis call for the batch, nothing when none is recently online
-    pushes.campaign_batch(sender_uid=sender, msgkey=campaign.msgkey or 0, receiver_uids=allowed)
     return BatchResult(
         len(allowed), len(admission.capped), len(blocked), deferred=admission.deferred
     )

@@ -24,7 +24,7 @@ so they are the ledger's exact totals at that moment):
 - ``recall``: None, or ``{"batches_done", "batches", "percent"}`` once the campaign's message was
   recalled (bulk/recall.py records each recalled batch);
 - ``queue``, ``queued`` (tasks waiting on it) and ``no_worker``: True when the campaign runs
-  and no live worker consumes its channel's queue (``config.metrics.queue_workers``, cached
+  and no live worker consumes its channel's queue (``infra.metrics.queue_workers``, cached
   for a couple of seconds), None when the broker did not answer.
 """
 
@@ -40,8 +40,8 @@ from bulk import keys
 from bulk.models import Campaign, CampaignStatus
 from bulk.recall import recalled_batches
 from bulk.selectors import estimated, eta_running, expected_total, skipped_by_reason
-from config.metrics import queue_lengths, queue_workers
-from config.redis import get_redis
+from infra.metrics import queue_lengths, queue_workers
+from infra.redis import get_redis
 from messaging.models import Message, MessageStatus
 
 LIVE_WINDOW_S = 10.0

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from config.luascripts import ScriptRegistry
+from infra.luascripts import ScriptRegistry
 
 registry = ScriptRegistry(Path(__file__).parent / "lua")
 call = registry.call

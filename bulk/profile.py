@@ -1,6 +1,6 @@
 """Per-stage profile of a campaign's batches (issue 13: where a batch's time goes).
 
-``bulk.fanout.batch_run`` times each stage of a batch with ``config.stages`` laps; every batch a
+``bulk.fanout.batch_run`` times each stage of a batch with ``infra.stages`` laps; every batch a
 run completes adds them to the ``bulk_batch_stage_seconds`` histogram of ``/metrics``; with
 BULK_PROFILE on, every batch a run completes adds its laps to one Redis hash per campaign
 (``bulk.keys.batch_profile``: stage -> microseconds, plus ``_batches`` and ``_recipients``), one
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bulk import keys
-from config import metrics
-from config.redis import get_redis
-from config.stages import Record
+from infra import metrics
+from infra.redis import get_redis
+from infra.stages import Record
 
 COMPLETED = "ledger"  # the last lap: only a batch this run completed is profiled
 BATCHES, RECIPIENTS = "_batches", "_recipients"

@@ -27,7 +27,7 @@ from django.db.models import Model
 
 from bulk import keys, lua
 from bulk.models import Channel, ChannelSetting, SenderPolicy
-from config.redis import get_redis
+from infra.redis import get_redis
 
 M = TypeVar("M", bound=Model)
 

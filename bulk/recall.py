@@ -9,9 +9,10 @@ had not ended) and enqueues one ``bulk.recall_batch`` task per batch of the ledg
    worker died, is leased and closed as done with nothing delivered, so no worker delivers it
    later; one that a live worker holds is tried again when its lease has had time to end.
 2. reads which of the batch's recipients hold a copy (``Inbox.get_for_owners``: the store, not the
-   ledger, so a batch a dead worker delivered in part is recalled too), counts the unflagged copies
-   still unread down by one (the unread Lua script under one marker per batch), flags every copy
-   recalled, and bumps the conversations so every cache tier shows the recall.
+   ledger, so a batch a dead worker delivered in part is recalled too) and recalls them through
+   ``messaging.services.copies_recall_many``, the recall step a 1:1 message takes too: the
+   unflagged copies still unread counted down by one under one marker per batch, every copy
+   flagged recalled, the conversations bumped so every cache tier shows the recall.
 
 3. records the batch's index in ``recalled:{c:<campaign>}`` (bulk/keys.py) for the operators'
    recall progress (admin); a set, so a task that runs twice records it once.
@@ -44,15 +45,10 @@ from bulk import keys, ledger
 from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
 from bulk.services import campaign_cancel
-from config.redis import get_redis
-from messaging import pushes
-from messaging.conversations import read_positions
-from messaging.counters.store import unread_incr_many
-from messaging.inbox import InboxEntry, get_inbox
-from messaging.inbox.base import FLAG_RECALLED
+from infra.redis import get_redis
 from messaging.models import Message, MessageStatus
-from messaging.selectors import broadcast_category
-from messaging.services import conversations_bump
+from messaging.services import copies_recall_many
+from storage.inbox import get_inbox
 
 RETRY_IN_S = 5
 RESEND_EVERY_S = 30
@@ -94,14 +90,12 @@ def batch_recall(batch_id: int) -> BatchRecall:
     if batch.state not in (BatchState.DONE, BatchState.FAILED) and not _close(batch):
         return BatchRecall("busy")
     campaign = batch.campaign
-    inbox = get_inbox()
-    copies = inbox.get_for_owners(batch.uids, campaign.sender_uid, msgkey)
-    live = [c for c in copies if not c.flags & FLAG_RECALLED]
-    _count_down(campaign, batch.index, live)
-    inbox.set_flags(live, FLAG_RECALLED)
-    conversations_bump([(c.owner, c.peer) for c in live])
-    pushes.campaign_recalled(
-        sender_uid=campaign.sender_uid, msgkey=msgkey, receiver_uids=[c.owner for c in live]
+    copies = get_inbox().get_for_owners(batch.uids, campaign.sender_uid, msgkey)
+    live = copies_recall_many(
+        copies,
+        sender_uid=campaign.sender_uid,
+        msgkey=msgkey,
+        marker=f"r:{campaign.pk}:{batch.index}",
     )
     _record(campaign.pk, batch.index)
     return BatchRecall("recalled", len(live))
@@ -146,16 +140,3 @@ def _close(batch: CampaignBatch) -> bool:
         return False
     ledger.complete(batch, token, BatchResult(0, 0, 0), BatchState.DONE)
     return True
-
-
-def _count_down(campaign: Campaign, index: int, copies: list[InboxEntry]) -> None:
-    sender, msgkey = campaign.sender_uid, campaign.msgkey or 0
-    reads = read_positions([c.owner for c in copies], sender)
-    unread = [c.owner for c in copies if c.counts_as_unread and msgkey > reads.get(c.owner, 0)]
-    unread_incr_many(
-        owner_uids=unread,
-        peer_uid=sender,
-        category=broadcast_category(sender),
-        marker=f"r:{campaign.pk}:{index}",
-        delta=-1,
-    )

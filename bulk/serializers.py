@@ -22,11 +22,10 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_fiel
 from rest_framework import serializers
 
 from api.errors import TooLarge
-from api.fields import IdField, StrictBooleanField, StrictCharField, TimestampField
-from api.paging import PAGE_MAX
+from api.fields import PAGE_MAX, IdField, StrictBooleanField, StrictCharField, TimestampField
 from bulk.models import AudienceType, CampaignStatus, Channel
-from messaging import content as contents
 from messaging.serializers import ContentField
+from storage import content as contents
 
 MAX_LIST = 10_000
 LINE_MAX_BYTES = 1024

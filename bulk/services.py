@@ -43,10 +43,10 @@ from bulk.models import (
     CampaignStatus,
     Channel,
 )
-from config.dbrouter import PRIMARY, read_replica
-from messaging.content import validate_content
+from infra.dbrouter import PRIMARY, read_replica
 from messaging.selectors import blocked_receivers, sender_category
 from messaging.services import message_store
+from storage.content import validate_content
 
 # A campaign waiting out a store outage (bulk.fanout): paused with this reason, resumed by the
 # sweep once the stores answer.

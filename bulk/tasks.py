@@ -14,7 +14,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from bulk import fanout, recall
-from config.outages import backoff_s, store_unavailable
+from infra.outages import backoff_s, store_unavailable
 
 log = logging.getLogger(__name__)
 

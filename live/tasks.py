@@ -5,7 +5,7 @@ read in chunks of ``CHUNK`` uids, each chunk one ``publish_many`` (one Redis cal
 recently online; pushes for the connected only): a 100,000-member group with 2,000 online costs
 25 Redis calls and 2,000 pushes. At least once: a redelivered task logs the event again, which a
 device then sees twice (it keys messages by msgkey). ``enqueue_group_push`` is the group sink of
-``config.live_hooks``; a broker that does not answer loses the pushes, never the send.
+``infra.live_hooks``; a broker that does not answer loses the pushes, never the send.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from celery import shared_task
 from kombu.exceptions import OperationalError
 
+from groups.selectors import member_uid_chunks
 from live import services
-from messaging.groups.selectors import member_uid_chunks
 
 log = logging.getLogger(__name__)
 CHUNK = 4000

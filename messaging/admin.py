@@ -1,12 +1,12 @@
 """Django admin for operators: messages (recall; a message's page links to what sent it, through
-``MESSAGE_LINKS``, which bulk/admin.py fills with campaigns), conversations, follows, blocks,
+``register_message_links``: bulk links its campaigns), conversations, follows, blocks,
 business/system accounts and the conversation-list cache's health page; groups and their members
-(``messaging/groups/admin.py``). ``InboxRow`` (composite key) is not
+(``groups/admin.py``). ``InboxRow`` (composite key) is not
 registered.
 
 The tables are large, so lists never count them in full, sort only by indexed columns and search
-by exact id through an index (``api.paging.BigTableAdmin``) rather than a ``LIKE`` scan. A recall
-is logged in the audit log (``api.audit``).
+by exact id through an index (``adminsite.paging.BigTableAdmin``) rather than a ``LIKE`` scan.
+A recall is logged in the audit log (``adminsite.audit``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
-from api import audit
-from api.paging import BigTableAdmin, id_terms
+from adminsite import audit
+from adminsite.paging import BigTableAdmin, ReadOnlyAdmin, id_terms
 from messaging import services
 from messaging.convcache import prewarm
-from messaging.groups import admin as groups_admin  # noqa: F401 - registers the group admins
 from messaging.models import (
     Account,
     Block,
@@ -37,9 +36,15 @@ from messaging.models import (
     MessageStatus,
 )
 
-# Links from a message's page to what sent it, added by the apps above messaging (bulk/admin.py:
-# the campaigns whose content it is): each maps a message to (label, admin URL) pairs.
-MESSAGE_LINKS: list[Callable[[Message], list[tuple[str, str]]]] = []
+# Links from a message's page to what sent it, registered by the apps above messaging from their
+# AppConfig.ready (bulk: the campaigns whose content it is): each maps a message to (label, admin
+# URL) pairs.
+_MESSAGE_LINKS: list[Callable[[Message], list[tuple[str, str]]]] = []
+
+
+def register_message_links(find: Callable[[Message], list[tuple[str, str]]]) -> None:
+    if find not in _MESSAGE_LINKS:
+        _MESSAGE_LINKS.append(find)
 
 
 @admin.register(Message)
@@ -55,7 +60,7 @@ class MessageAdmin(BigTableAdmin):
 
     @admin.display(description="sent in")
     def sent_in(self, message: Message) -> SafeString | str:
-        links = [link for find in MESSAGE_LINKS for link in find(message)]
+        links = [link for find in _MESSAGE_LINKS for link in find(message)]
         if not links:
             return "—"
         return format_html_join(", ", '<a href="{}">{}</a>', ((url, text) for text, url in links))
@@ -87,7 +92,7 @@ class MessageAdmin(BigTableAdmin):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(BigTableAdmin):
+class ConversationAdmin(ReadOnlyAdmin):
     list_display = (
         "owner_uid",
         "peer_uid",
@@ -110,16 +115,8 @@ class ConversationAdmin(BigTableAdmin):
             return queryset.filter(owner_uid=ids[0], peer_uid=ids[1]), False
         return super().get_search_results(request, queryset, search_term)
 
-    # Read-only: conversations change through services, which keep the inbox, unread counters
-    # and caches in step with the row.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    # Read-only (ReadOnlyAdmin): conversations change through services, which keep the inbox,
+    # unread counters and caches in step with the row.
 
 
 @admin.register(Follow)

@@ -4,7 +4,7 @@ Each view validates its path ids, query and body with an input serializer, calls
 selector, and renders an output serializer. Authorisation: ``POST /messages`` needs ``send`` and
 acts as one of the client's senders, or ``users`` and acts as any user; recall is for the
 sender's client (in the window) or an operator client; every ``/users/{uid}/...`` endpoint needs
-``inbox``. Groups: ``messaging/groups/apis.py``.
+``inbox``. Groups and the conversation list (1:1 and groups merged): ``groups/apis.py``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from api.models import Scope
 from api.views import ERROR_SCHEMA, ERRORS, ApiView, validated
 from messaging import selectors, services
 from messaging.serializers import (
-    ConversationListQuery,
-    ConversationPageOut,
     DeleteAllOut,
     HistoryPageOut,
     HistoryQuery,
@@ -84,24 +82,6 @@ class InboxApi(ApiView):
     """Per-user endpoints of the consumer front end's backend (scope ``inbox``)."""
 
     required_scope = Scope.INBOX
-
-
-class ConversationListApi(InboxApi):
-    """A user's conversations and groups, newest activity first, optionally of one category
-    (``group``: groups only)."""
-
-    @extend_schema(
-        operation_id="conversation_list",
-        tags=["Conversations"],
-        summary="List a user's conversations and groups",
-        parameters=[ConversationListQuery],
-        responses={200: ConversationPageOut, **ERRORS},
-    )
-    def get(self, request: Request, uid: str) -> Response:
-        ids = path_ids(uid=uid)
-        query = validated(ConversationListQuery, request.query_params)
-        page = selectors.conversations_and_groups(ids["uid"], **query)
-        return Response(ConversationPageOut(page).data)
 
 
 class ConversationApi(InboxApi):

@@ -7,9 +7,9 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Models must be loaded before these modules import them (hence not at the top).
-        from config import metrics
-        from messaging import events
+        from infra import metrics
         from messaging.convcache import prewarm
+        from storage import events
 
         metrics.register_gauges(prewarm.gauges)
         metrics.register_gauges(events.stream_metrics)

@@ -4,7 +4,7 @@ Idempotent: ``last_msgkey`` and ``sort_key`` only move forward (GREATEST), so a 
 an older message applied late changes nothing; ``mtime`` strictly increases on every applied
 change (max(old + 1, now)), so cache tiers can compare versions.
 The ORM's ``bulk_create(update_conflicts=...)`` cannot express GREATEST, hence raw SQL, with the
-values inlined (config/sqlvalues.py: integers and allowlisted category words only); a bulk batch's
+values inlined (infra/sqlvalues.py: integers and allowlisted category words only); a bulk batch's
 owners go as one JSON_TABLE on MariaDB (``conversations_touch_owners``).
 """
 
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from django.db import connection
 
-from config.sqlvalues import choice, json_ids
+from infra.sqlvalues import choice, json_ids
 from messaging.models import Category
 
 CATEGORIES = frozenset(Category.values)
@@ -96,19 +96,19 @@ def conversations_touch_owners(
             cur.execute(_sql(_owners_select(chunk, peer, category, msgkey, mtime)))
 
 
-def read_positions(owners: Sequence[int], peer: int) -> dict[int, int]:
-    """Each owner's read-upto msgkey in their conversation with ``peer`` (owners without one are
-    absent), in one query per chunk."""
-    found: dict[int, int] = {}
+def read_positions(owners: Sequence[int], peer: int) -> dict[int, tuple[int, str]]:
+    """Each owner's read-upto msgkey and category in their conversation with ``peer`` (owners
+    without one are absent), in one query per chunk."""
+    found: dict[int, tuple[int, str]] = {}
     with connection.cursor() as cur:
         for start in range(0, len(owners), CHUNK):
             chunk = ", ".join(f"{o:d}" for o in owners[start : start + CHUNK])
             cur.execute(
-                f"SELECT owner_uid, read_upto FROM {TABLE} "
+                f"SELECT owner_uid, read_upto, category FROM {TABLE} "
                 f"WHERE owner_uid IN ({chunk}) AND peer_uid = %s",
                 [peer],
             )
-            found.update(cur.fetchall())
+            found.update((owner, (read_upto, category)) for owner, read_upto, category in cur)
     return found
 
 

@@ -12,7 +12,7 @@ the one MySQL pager. Every tier of the conversation-list cache (``convcache/``) 
   of the owner's rows (200,000 for the largest accounts: p50 196 ms against 2.3 ms,
   scripts/bench_reads.py), so the tie-break is applied here, after one more indexed lookup of the
   rows that tie with the last one (in practice none). ``mysql_page`` (the cold tier) reads the
-  read replica (``config.dbrouter.replica``); ``top`` reads whichever alias its caller names.
+  read replica (``infra.dbrouter.replica``); ``top`` reads whichever alias its caller names.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any, NamedTuple
 
 from django.db.models import QuerySet
 
-from config.dbrouter import PRIMARY, read_replica
-from messaging import msgkey as keys
-from messaging.content import preview
-from messaging.counters.store import unread_for_peers
+from infra.dbrouter import PRIMARY, read_replica
 from messaging.models import Conversation, Message, MessageStatus
+from storage import msgkey as keys
+from storage.content import preview
+from storage.counters.store import unread_for_peers
 
 RECALLED_PREVIEW = "[recalled]"
 

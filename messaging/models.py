@@ -173,16 +173,6 @@ class CacheHealth(models.Model):
         return "conversation cache health"
 
 
-# Group chat's tables live in their own package; imported here so Django sees them.
-from messaging.groups.models import (  # noqa: E402
-    Group,
-    GroupHidden,
-    GroupMember,
-    GroupMessage,
-    GroupRole,
-    GroupTimelineRow,
-)
-
 __all__ = [
     "Account",
     "AccountKind",
@@ -193,12 +183,6 @@ __all__ = [
     "ContentType",
     "Conversation",
     "Follow",
-    "Group",
-    "GroupHidden",
-    "GroupMember",
-    "GroupMessage",
-    "GroupRole",
-    "GroupTimelineRow",
     "InboxRow",
     "Message",
     "MessageStatus",

@@ -1,5 +1,5 @@
 """What messaging hands to live delivery: the frames of its changes (docs/live.md), pushed
-through ``config.live_hooks`` after each change is committed. Messaging never imports the app
+through ``infra.live_hooks`` after each change is committed. Messaging never imports the app
 that delivers them.
 
 - ``message_sent``: a 1:1 message, to the receiver (conversation: the sender) and to the
@@ -8,9 +8,9 @@ that delivers them.
   among them cost anything (one Redis call for the whole batch); the message's body is loaded
   from the database only when one of them is, once per campaign per process.
 - ``group_sent``: a group message to the group's current members, resolved off the send's path
-  (``config.live_hooks.push_group``: the send stays O(1) in the group's size).
-- ``recalled`` (``campaign_recalled`` per recalled batch), ``deleted``, ``read_moved``, and
-  their group forms.
+  (``infra.live_hooks.push_group``: the send stays O(1) in the group's size).
+- ``copies_recalled`` (a 1:1 message's copies, a campaign batch's), ``deleted``, ``read_moved``,
+  and their group forms.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from api.fields import utc_timestamp
-from config import live_hooks
-from config.live_hooks import Event, direct, group
-from messaging import msgkey as keys
+from infra import live_hooks
+from infra.live_hooks import Event, direct, group
 from messaging.models import Message, MessageStatus
+from storage import msgkey as keys
+from storage.inbox import InboxEntry
 
 CAMPAIGNS_KEPT = 256
 
@@ -73,16 +74,17 @@ def _campaign_item(msgkey: int) -> dict[str, Any]:
     return item
 
 
-def recalled(message: Message, receiver_uid: int) -> None:
-    event = {"type": "recall", "msgkey": str(message.msgkey)}
-    live_hooks.push(receiver_uid, {**event, "conversation": direct(message.sender_uid)})
-    live_hooks.push(message.sender_uid, {**event, "conversation": direct(receiver_uid)})
-
-
-def campaign_recalled(*, sender_uid: int, msgkey: int, receiver_uids: Sequence[int]) -> None:
-    """A recalled campaign's batch: its recipients' devices (the recently online) hear of it."""
-    event = {"type": "recall", "conversation": direct(sender_uid), "msgkey": str(msgkey)}
-    live_hooks.push_many(receiver_uids, event)
+def copies_recalled(copies: Sequence[InboxEntry]) -> None:
+    """Recalled copies (a 1:1 message's two, a campaign batch's): each owner's devices hear of it
+    in the conversation the copy sits in; one call per peer."""
+    by_peer: dict[int, list[int]] = {}
+    for copy in copies:
+        by_peer.setdefault(copy.peer, []).append(copy.owner)
+    for peer, owners in by_peer.items():
+        msgkey = str(copies[0].msgkey)
+        live_hooks.push_many(
+            owners, {"type": "recall", "conversation": direct(peer), "msgkey": msgkey}
+        )
 
 
 def deleted(*, owner_uid: int, peer_uid: int, msgkey: int) -> None:

@@ -1,17 +1,13 @@
-"""Reads: conversation lists and message history, assembled from MySQL, the inbox and Redis, and
-what other apps ask of messaging (who blocks whom, which category a sender files under, who follows
-a sender).
-
-``conversations_and_groups`` merges the user's 1:1 conversations (``kind: "direct"``,
-``conversation_list``, the cached read model of ``convlist``) with their groups (``kind:
-"group"``, ``messaging.groups.selectors``) by last activity: both sort on a msgkey (a group's
-last message's, or its gid before any), so one cursor ``<sort_key>:<id>`` pages through
-both. ``category=group`` lists groups only.
+"""Reads: 1:1 conversation lists (``conversation_list``, the cached read model of ``convlist``;
+``groups.selectors`` merges the user's groups into it) and message history, assembled from MySQL,
+the inbox and Redis, and what other apps ask of messaging (who blocks whom, which category a sender
+files under, who follows a sender).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,17 +15,15 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, connections
 
-from config.dbrouter import PRIMARY, read_replica, replica
-from config.sqlvalues import int_list
+from infra.dbrouter import PRIMARY, read_replica, replica
+from infra.sqlvalues import int_list
 from messaging import convlist
-from messaging import msgkey as keys
-from messaging.convcache import reader
-from messaging.convlist import ConversationItem, ConversationPage, Cursor, messages_by_key
-from messaging.counters import epoch
-from messaging.groups import selectors as groups
-from messaging.groups.selectors import GroupItem
-from messaging.inbox import get_inbox
+from messaging.convcache import prewarm, reader
+from messaging.convlist import ConversationPage, messages_by_key
+from messaging.counters import epoch, rebuild
 from messaging.models import Account, Block, Category, Follow, Message, MessageStatus
+from storage import msgkey as keys
+from storage.inbox import get_inbox
 
 
 @dataclass(frozen=True)
@@ -45,45 +39,6 @@ class HistoryItem:
 class HistoryPage:
     results: list[HistoryItem]
     next_cursor: str | None
-
-
-ListItem = ConversationItem | GroupItem
-
-
-@dataclass(frozen=True)
-class ConversationListPage:
-    results: list[ListItem]
-    next_cursor: str | None
-
-
-def conversations_and_groups(
-    owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
-) -> ConversationListPage:
-    """A page of the owner's conversations and groups, newest activity first (the API's list)."""
-    after = Cursor.parse(cursor)
-    if category == groups.CATEGORY:  # one more group than the page says whether more follow
-        return _merged(groups.group_items_after(owner_uid, after, limit + 1), None, limit)
-    direct = conversation_list(owner_uid, category=category, cursor=cursor, limit=limit)
-    if category:
-        return ConversationListPage(list(direct.results), direct.next_cursor)
-    return _merged(groups.group_items_after(owner_uid, after, limit + 1), direct, limit)
-
-
-def _merged(
-    group_items: list[GroupItem], direct: ConversationPage | None, limit: int
-) -> ConversationListPage:
-    """The first ``limit`` of both lists (each already after the cursor) in list order."""
-    items: list[ListItem] = [*group_items, *(direct.results if direct else [])]
-    items.sort(key=_order, reverse=True)
-    more = len(items) > limit or (direct is not None and direct.next_cursor is not None)
-    shown = items[:limit]
-    last = shown[-1] if shown else None
-    next_cursor = str(Cursor(*_order(last))) if more and last is not None else None
-    return ConversationListPage(shown, next_cursor)
-
-
-def _order(item: ListItem) -> tuple[int, int]:
-    return (item.sort_key, item.gid if isinstance(item, GroupItem) else item.peer_uid)
 
 
 def conversation_list(
@@ -136,7 +91,7 @@ FOLLOW_INDEX = "follow_followee"  # (followee_uid, follower_uid), messaging.mode
 
 def blocked_receivers(*, sender_uid: int, receiver_uids: Sequence[int]) -> set[int]:
     """Who in ``receiver_uids`` blocked ``sender_uid``: one read of the (blocked_uid, owner_uid)
-    index with the uids inlined (config/sqlvalues.py); the ORM's 1,000-item IN list cost 8 ms of
+    index with the uids inlined (infra/sqlvalues.py); the ORM's 1,000-item IN list cost 8 ms of
     CPU per batch, this 0.5 ms (profiled)."""
     if not receiver_uids:
         return set()
@@ -213,3 +168,22 @@ def follower_uids(
     with connections[db].cursor() as cur:
         cur.execute(sql + "ORDER BY follower_uid LIMIT %s", [*params, limit])
         return [row[0] for row in cur.fetchall()]
+
+
+def big_up_cached(owner_uid: int) -> bool | None:
+    """Whether the user is a big UP (their list is prewarmed), from this process's copy with no
+    I/O; None when the copy is due a recheck (then call ``services.conversation_list_prewarm``)."""
+    return prewarm.big_up_cached(owner_uid)
+
+
+def unread_counter_owners() -> Iterator[int]:
+    """Every user whose unread counters a full rebuild must visit: each owner of a conversation,
+    then each owner of a counter hash who holds no conversation any more (its counts go to 0)."""
+    return itertools.chain(rebuild.iter_owners(), rebuild.iter_orphan_counters())
+
+
+def unread_counters_fresh(owner_uid: int) -> bool:
+    """Make sure the user's unread counters are current before a read shows them: rebuilt from
+    the truth if they predate the counters' epoch (a Redis that restarted; lazy repair on read,
+    as the conversation list does). True when they were rebuilt."""
+    return epoch.ensure_fresh(owner_uid)

@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from api.fields import (
     NO_NUL_PATTERN,
+    PAGE_MAX,
     TIMESTAMP_SCHEMA,
     IdField,
     StrictCharField,
@@ -22,16 +23,15 @@ from api.fields import (
     id_pattern,
     utc_timestamp,
 )
-from api.paging import PAGE_MAX
-from messaging import content as contents
-from messaging import msgkey as keys
 from messaging.models import Category, Message, MessageStatus
+from storage import content as contents
+from storage import msgkey as keys
 
 CLIENT_MSG_ID_MAX = 64
 
 
-# -- content (validated in messaging.content; these document it) -------------------------------
-# The patterns are messaging.content's own rules (no NUL; an http(s) URL with a host).
+# -- content (validated in storage.content; these document it) -------------------------------
+# The patterns are storage.content's own rules (no NUL; an http(s) URL with a host).
 def _text(low: int, high: int) -> serializers.RegexField:
     return serializers.RegexField(NO_NUL_PATTERN, min_length=low or None, max_length=high)
 
@@ -138,43 +138,6 @@ class ConversationOut(serializers.Serializer):
 
     def get_kind(self, item: Any) -> str:
         return "direct"
-
-
-class GroupConversationOut(serializers.Serializer):
-    """A group of the list (``kind: "group"``)."""
-
-    kind = serializers.CharField()
-    gid = IdField()
-    name = serializers.CharField()
-    category = serializers.CharField()
-    unread = serializers.IntegerField()
-    mentions = serializers.IntegerField()
-    last_message = LastMessageOut(allow_null=True)
-    sort_key = IdField(min_value=0)
-    pinned = serializers.BooleanField()
-    muted = serializers.BooleanField()
-
-
-LIST_ITEM_SCHEMA = PolymorphicProxySerializer(
-    component_name="ConversationListItem",
-    serializers={"direct": ConversationOut, "group": GroupConversationOut},
-    resource_type_field_name="kind",
-)
-
-
-@extend_schema_field(LIST_ITEM_SCHEMA)
-class ListItemField(serializers.Field):
-    """A direct conversation or a group, each in its own shape."""
-
-    def to_representation(self, item: Any) -> Any:
-        if getattr(item, "kind", "direct") == "group":
-            return GroupConversationOut(item).data
-        return ConversationOut(item).data
-
-
-class ConversationPageOut(serializers.Serializer):
-    results = serializers.ListField(child=ListItemField())
-    next_cursor = serializers.CharField(allow_null=True)
 
 
 class HistoryItemOut(serializers.Serializer):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -22,22 +22,20 @@ from django.utils import timezone
 from api.auth import ApiPrincipal
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from api.models import Scope
-from config import stages
-from config.redis import get_redis
-from messaging import msgkey as keys
+from infra import stages
+from infra.redis import get_redis
 from messaging import pushes
-from messaging.content import validate_content
+from messaging.convcache import prewarm
 from messaging.convcache import writer as convcache
 from messaging.conversations import (
     ConversationTouch,
     conversations_bump_many,
     conversations_touch_many,
     conversations_touch_owners,
+    read_positions,
 )
-from messaging.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
-from messaging.events import publish_into
-from messaging.inbox import InboxEntry, get_inbox
-from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
+from messaging.counters import rebuild
+from messaging.counters.rebuild import RebuildStats
 from messaging.models import (
     Account,
     Block,
@@ -48,6 +46,12 @@ from messaging.models import (
     Message,
     MessageStatus,
 )
+from storage import msgkey as keys
+from storage.content import validate_content
+from storage.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
+from storage.events import publish_into
+from storage.inbox import InboxEntry, get_inbox
+from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 
 RECALL_WINDOW = timedelta(minutes=2)
 # A send whose delivery has not finished this long after its content was stored was interrupted
@@ -55,8 +59,15 @@ RECALL_WINDOW = timedelta(minutes=2)
 STALLED_SEND_S = 30.0
 log = logging.getLogger(__name__)
 # Messages that reach timelines by another route (a campaign's batches) are recalled there too:
-# bulk registers its fan-out here (bulk.apps). Each must be idempotent; it runs on every recall.
-RECALL_FANOUTS: list[Callable[[Message], object]] = []
+# the owner of the route registers its fan-out from its AppConfig.ready (bulk.apps). Each must be
+# idempotent; it runs on every recall.
+_RECALL_FANOUTS: list[Callable[[Message], object]] = []
+
+
+def register_recall_fanout(fanout: Callable[[Message], object]) -> None:
+    """Recall ``message`` from another route too, on every recall (registered once)."""
+    if fanout not in _RECALL_FANOUTS:
+        _RECALL_FANOUTS.append(fanout)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,8 @@ def deliver_many(
     stages.lap("events")
     pipe.execute()
     stages.lap("unread + events round trip")
+    if not with_outbox:  # a campaign batch: online recipients only, nothing when none is online
+        pushes.campaign_batch(sender_uid=sender_uid, msgkey=msgkey, receiver_uids=receiver_uids)
 
 
 def _write_with_outbox(
@@ -270,8 +283,7 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
     # Every step below is idempotent, so recalling again finishes what an interrupted call left.
     for sent in ClientMessage.objects.filter(msgkey=msgkey):
         _recall_copies(message, sent.receiver_uid)
-        pushes.recalled(message, sent.receiver_uid)
-    for fanout in RECALL_FANOUTS:
+    for fanout in _RECALL_FANOUTS:
         fanout(message)
     return message
 
@@ -296,29 +308,47 @@ def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Messag
 
 
 def _recall_copies(message: Message, receiver_uid: int) -> None:
+    """Both sides' copies of a 1:1 message."""
     inbox = get_inbox()
-    copies = [
-        e
-        for e in (
-            inbox.get(receiver_uid, message.sender_uid, message.msgkey),
-            inbox.get(message.sender_uid, receiver_uid, message.msgkey),
-        )
-        if e is not None
-    ]
-    conv = Conversation.objects.filter(owner_uid=receiver_uid, peer_uid=message.sender_uid).first()
-    was_unread = any(e.owner == receiver_uid and e.counts_as_unread for e in copies)
-    if conv and was_unread and message.msgkey > conv.read_upto:
-        # Before the flags, under a marker: a retry after a crash between the two still sees the
-        # copy unflagged, and the marker keeps it from counting the message down twice.
+    sides = ((receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid))
+    copies = [e for o, p in sides if (e := inbox.get(o, p, message.msgkey)) is not None]
+    copies_recall_many(
+        copies, sender_uid=message.sender_uid, msgkey=message.msgkey, marker=f"r:{message.msgkey}"
+    )
+
+
+def copies_recall_many(
+    copies: Sequence[InboxEntry], *, sender_uid: int, msgkey: int, marker: str
+) -> list[InboxEntry]:
+    """Recall copies of one message from their owners' timelines, exactly once: the unread ones
+    are counted down (before the flags, under ``marker``: a retry after a crash between the two
+    still sees them unflagged, and the marker keeps them from being counted twice), every copy is
+    flagged recalled and every conversation bumped so every cache tier shows the recall (all of
+    them, flagged before or not: a retry after a crash between the flags and the bump bumps them).
+    The one recall step of a 1:1 message (its two copies) and of a campaign's (a batch's
+    recipients). Their owners' online devices hear of it. Returns the copies it flagged (those not
+    flagged before)."""
+    live = [c for c in copies if not c.flags & FLAG_RECALLED]
+    _count_down(live, sender_uid, msgkey, marker)
+    get_inbox().recall_many(live)
+    conversations_bump([(c.owner, c.peer) for c in copies])
+    pushes.copies_recalled(live)
+    return live
+
+
+def _count_down(copies: Sequence[InboxEntry], sender_uid: int, msgkey: int, marker: str) -> None:
+    """Unread copies (received, past their owner's read position) down by one, per category."""
+    owners = [c.owner for c in copies if c.counts_as_unread]
+    positions = read_positions(owners, sender_uid)
+    by_category: dict[str, list[int]] = {}
+    for owner in owners:
+        read_upto, category = positions.get(owner, (msgkey, ""))  # no conversation: never counted
+        if msgkey > read_upto:
+            by_category.setdefault(category, []).append(owner)
+    for category, uids in by_category.items():
         unread_incr_many(
-            owner_uids=[receiver_uid],
-            peer_uid=message.sender_uid,
-            category=conv.category,
-            marker=f"r:{message.msgkey}",
-            delta=-1,
+            owner_uids=uids, peer_uid=sender_uid, category=category, marker=marker, delta=-1
         )
-    inbox.set_flags(copies, FLAG_RECALLED)
-    conversations_bump([(receiver_uid, message.sender_uid), (message.sender_uid, receiver_uid)])
 
 
 def conversations_bump(pairs: Sequence[tuple[int, int]]) -> None:
@@ -407,3 +437,40 @@ def block_set(*, owner_uid: int, blocked_uid: int, blocked: bool) -> None:
         Block.objects.get_or_create(owner_uid=owner_uid, blocked_uid=blocked_uid)
     else:
         Block.objects.filter(owner_uid=owner_uid, blocked_uid=blocked_uid).delete()
+
+
+# -- for the unread answer (unread/) -----------------------------------------------------------
+def conversation_list_prewarm(owner_uid: int) -> bool:
+    """A user asked for their unread counts: a big UP's conversation list is built before they
+    open it (once per window; an ordinary user costs no round trip). True: this call started it."""
+    return prewarm.on_unread_request(owner_uid)
+
+
+# -- for retention (retention/) ---------------------------------------------------------------
+def conversations_refresh(pairs: Sequence[tuple[int, int]]) -> None:
+    """Push these conversations' current rows into the cache tiers: another app changed them
+    (retention moved their last message back to the newest one left)."""
+    convcache.refresh(pairs)
+
+
+def conversations_forget(gone: Sequence[tuple[int, int, int]]) -> None:
+    """Another app deleted these conversations' rows (everything in them aged out, or a change
+    made in MySQL directly): each cached entry goes, as a tombstone of its version (owner, peer,
+    version above the row's last ``mtime``)."""
+    convcache.forget_many(gone)
+
+
+# -- for the binlog follower (cachesync/) -----------------------------------------------------
+# ``with caches_strict():`` a cache push made inside (``conversations_refresh``,
+# ``conversations_forget``, ``conversations_bump``) that a tier missed, with nothing made up for
+# it (no drop, no dirty mark), raises ``CachePushFailed`` instead of carrying on: the follower
+# waits and applies the same change again (messaging/convcache/writer.py, ``strict``).
+caches_strict = convcache.strict
+CachePushFailed = convcache.PushFailed
+
+
+def unread_counters_rebuild(
+    owner_uids: Iterable[int], stats: RebuildStats | None = None
+) -> RebuildStats:
+    """Recompute these users' unread counters from the inbox and their read positions."""
+    return rebuild.unread_rebuild_many(owner_uids, stats)

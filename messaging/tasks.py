@@ -9,7 +9,6 @@ from celery import shared_task
 from messaging import services
 from messaging.convcache import build, prewarm
 from messaging.counters import epoch
-from messaging.groups import services as groups
 
 
 @shared_task(name="messaging.send", acks_late=True)
@@ -28,13 +27,6 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
 def sends_complete() -> int:
     """Every 30 s: finish 1:1 sends an outage interrupted after their content was stored."""
     return services.sends_complete_stalled()
-
-
-@shared_task(name="messaging.groups_complete", acks_late=True)
-def groups_complete() -> int:
-    """Every 30 s: finish group sends an outage interrupted after their commit (the timeline
-    entry outside SQL, the head in Redis), exactly as the client's retry would."""
-    return groups.sends_complete_stalled()
 
 
 @shared_task(name="messaging.counters_check", acks_late=True)

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BENCH_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
-    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_bench",
     "REDIS_URL": "redis://127.0.0.1:6379/14",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15",
@@ -94,14 +94,14 @@ from bulk.models import (  # noqa: E402
     SenderPolicy,
 )
 from config.celery import app  # noqa: E402
-from config.redis import get_redis  # noqa: E402
-from config.sqlvalues import int_rows  # noqa: E402
+from infra.redis import get_redis  # noqa: E402
+from infra.sqlvalues import int_rows  # noqa: E402
 from messaging.convcache import build  # noqa: E402
 from messaging.convcache import keys as convcache_keys  # noqa: E402
-from messaging.counters import keys as unread_keys  # noqa: E402
-from messaging.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
-from messaging.inbox.hbase import rowkey  # noqa: E402
 from messaging.models import Account  # noqa: E402
+from storage.counters import keys as unread_keys  # noqa: E402
+from storage.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
+from storage.inbox.hbase import rowkey  # noqa: E402
 
 CHEAPEST = (
     "cheapest path: no per-receiver cap, no throttle, every recipient new to the sender, no cached "
@@ -396,7 +396,7 @@ _hbase_rows: dict[int, list[int]] = {}
 def hbase_owner_rows(sender: int) -> list[int]:
     """Owners of every inbox row whose peer is ``sender`` (a full scan of the bench table)."""
     if sender not in _hbase_rows:
-        from config import hbase
+        from infra import hbase
 
         peer = sender.to_bytes(8, "big")
 
@@ -428,7 +428,7 @@ def raw_rate(backend: str, sender: int, recipients: range, processes: int) -> fl
 def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
     msgkey = 1 << 40  # another message than the campaign's: same rows, no overwrite
     if backend == "sql":
-        # Integers inlined (config/sqlvalues.py), not escaped one by one by the client: the raw
+        # Integers inlined (infra/sqlvalues.py), not escaped one by one by the client: the raw
         # rate is the store's, not MySQLdb's.
         with connection.cursor() as cur:
             for start in range(0, len(owners), 1000):

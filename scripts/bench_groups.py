@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark group chat on read diffusion (issue 12, item 8), side by side in one run:
 
-  send     p50/p99 of ``messaging.groups.services.group_message_send`` into groups of 10, 1,000
+  send     p50/p99 of ``groups.services.group_message_send`` into groups of 10, 1,000
            and 100,000 members (``--sizes``): flat, the send writes nothing per member
   ceiling  sends/s into ONE group from ``--concurrency`` threads: the ceiling of the one atomic
            seq step (``UPDATE messaging_group SET max_seq = max_seq + 1`` under the row lock)
@@ -59,7 +59,7 @@ def configure_env(backend: str) -> None:
     os.environ.setdefault("INBOX_BACKEND", backend)
     os.environ.setdefault("GROUP_TIMELINE_BACKEND", backend)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # config/deploy.py
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # infra/deploy.py
     sys.path.insert(0, str(ROOT))
 
 
@@ -81,7 +81,7 @@ def setup_django() -> None:
         conn.close()
     django.setup()
     call_command("migrate", verbosity=0)
-    from config.hbase_tables import ensure_tables
+    from infra.hbase_tables import ensure_tables
 
     ensure_tables()
 
@@ -119,7 +119,7 @@ class Uids:
 
 # -- scenes ----------------------------------------------------------------------------------------
 def make_group(uids: Uids, size: int) -> tuple[int, list[int]]:
-    from messaging.groups import services
+    from groups import services
 
     owner, *members = uids.take(size)
     group, _ = services.group_create(owner_uid=owner, name=f"bench {size}", member_uids=[])
@@ -130,7 +130,7 @@ def make_group(uids: Uids, size: int) -> tuple[int, list[int]]:
 
 
 def bench_sends(uids: Uids, sizes: list[int], sends: int) -> list[str]:
-    from messaging.groups import services
+    from groups import services
 
     rows = []
     for size in sizes:
@@ -152,7 +152,7 @@ def bench_sends(uids: Uids, sizes: list[int], sends: int) -> list[str]:
 def bench_ceiling(uids: Uids, threads: int, total: int) -> str:
     from django.db import connection
 
-    from messaging.groups import services
+    from groups import services
 
     gid, members = make_group(uids, threads + 1)
     latencies: list[float] = []
@@ -181,8 +181,8 @@ def bench_ceiling(uids: Uids, threads: int, total: int) -> str:
 
 
 def bench_reads(uids: Uids, groups: int, reads: int) -> tuple[list[str], int]:
-    from messaging.groups import services
-    from messaging.selectors import conversations_and_groups
+    from groups import services
+    from groups.selectors import conversations_and_groups
 
     owner, user = uids.take(2)
     for g in range(groups):
@@ -256,8 +256,8 @@ def bench_unread(uid: int, reads: int) -> list[str]:
 
 
 def bench_fanout(uids: Uids, receivers: int) -> str:
-    from messaging import msgkey
     from messaging.services import deliver_many, message_store
+    from storage import msgkey
 
     sender, *everyone = uids.take(receivers + 1)
     message = message_store(sender_uid=sender, body=TEXT, msgkey=msgkey.next_msgkey())

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 DB_NAME = "bench_live"
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
-    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     "DATABASE_URL": f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     "REDIS_URL": "redis://127.0.0.1:6379/8",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/9",
@@ -70,7 +70,7 @@ def prepare() -> str:
 
     from api.clients import api_client_create
     from api.models import ApiClient
-    from config.redis import get_redis
+    from infra.redis import get_redis
 
     call_command("migrate", verbosity=0)
     get_redis().flushdb()

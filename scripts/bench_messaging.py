@@ -61,7 +61,7 @@ def configure_env() -> None:
     for name, value in DEFAULTS.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # config/deploy.py
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # infra/deploy.py
     sys.path.insert(0, str(ROOT))
 
 
@@ -88,7 +88,7 @@ def setup_django() -> None:
     ensure_database()
     django.setup()
     call_command("migrate", verbosity=0)
-    from config.hbase_tables import ensure_tables
+    from infra.hbase_tables import ensure_tables
 
     ensure_tables()
 
@@ -96,7 +96,7 @@ def setup_django() -> None:
 def use_backend(name: str) -> None:
     from django.conf import settings
 
-    from messaging.inbox import _cached
+    from storage.inbox import _cached
 
     settings.INBOX_BACKEND = name
     _cached.cache_clear()

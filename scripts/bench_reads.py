@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 DB_NAME = "bench6"
 os.environ.update(
     DJANGO_SETTINGS_MODULE="config.settings",
-    DJANGO_SECRET_KEY="bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    DJANGO_SECRET_KEY="bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     DATABASE_URL=f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     REDIS_URL="redis://127.0.0.1:6379/12",
     CELERY_BROKER_URL="redis://127.0.0.1:6379/13",
@@ -71,14 +71,14 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from config import hbase  # noqa: E402
-from config.hbase_tables import ensure_tables  # noqa: E402
-from config.redis import get_redis  # noqa: E402
-from messaging import msgkey as keys  # noqa: E402
+from infra import hbase  # noqa: E402
+from infra.hbase_tables import ensure_tables  # noqa: E402
+from infra.redis import get_redis  # noqa: E402
 from messaging import selectors  # noqa: E402
 from messaging.convcache import hbase_tier, pools, prewarm, reader  # noqa: E402
 from messaging.convcache import keys as cache_keys  # noqa: E402
 from messaging.models import Conversation  # noqa: E402
+from storage import msgkey as keys  # noqa: E402
 
 
 # -- data ----------------------------------------------------------------------------------------

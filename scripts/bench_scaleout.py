@@ -31,7 +31,7 @@ RUN = re.compile(
 )
 REPLICA_ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
-    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_scaleout",
     "DATABASE_REPLICA_URL": "mysql://missive:missive@127.0.0.1:3307/missive_scaleout",
     "REDIS_URL": "redis://127.0.0.1:6379/10",
@@ -91,8 +91,8 @@ def part_replica() -> None:
     from django.core.management import call_command
     from django.test.utils import override_settings
 
-    from config import dbrouter
-    from config.redis import get_redis
+    from infra import dbrouter
+    from infra.redis import get_redis
 
     call_command("migrate", verbosity=0)
     get_redis().flushdb()
@@ -121,7 +121,7 @@ def _create_database() -> None:
 def _seed() -> list[int]:
     from messaging import services
     from messaging.models import Conversation
-    from messaging.msgkey import next_msgkey
+    from storage.msgkey import next_msgkey
 
     owners = [5 * 10**12 + i for i in range(500)]
     if Conversation.objects.filter(owner_uid=owners[0]).count() < 40:

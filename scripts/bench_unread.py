@@ -36,7 +36,7 @@ DB_NAME = "bench6"
 REDIS_DB = 12
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
-    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     "DATABASE_URL": f"mysql://missive:missive@127.0.0.1:3306/{DB_NAME}",
     "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
@@ -81,9 +81,9 @@ def prepare() -> str:
 
     from api.clients import api_client_create
     from api.models import ApiClient
-    from config.redis import get_redis
+    from infra.redis import get_redis
     from messaging.convcache import prewarm
-    from messaging.counters.store import unread_incr_many
+    from storage.counters.store import unread_incr_many
     from unread.announcements import announcement_publish
 
     call_command("migrate", verbosity=0)
@@ -105,7 +105,7 @@ def leave_groups() -> None:
     """Drop a previous ``--groups`` run's groups from MySQL: ``prepare`` empties Redis, and users
     left in 500 groups there would send the next run's first requests to Django to rebuild them
     (about a second each), which is not what a run without ``--groups`` measures."""
-    from messaging.groups.models import Group, GroupMember
+    from groups.models import Group, GroupMember
 
     GroupMember.objects.filter(uid__gte=USERS.start, uid__lt=USERS.stop).delete()
     Group.objects.filter(owner_uid__gte=6_000_000_000, owner_uid__lt=6_001_000_000).delete()
@@ -114,7 +114,7 @@ def leave_groups() -> None:
 def join_groups(groups: int) -> int:
     """Make the first GROUP_MEMBERS users members of ``groups`` groups, each with one message
     unread (every tenth @mentioning them): the users wrk then asks about. Returns their count."""
-    from messaging.groups import services
+    from groups import services
 
     members = list(USERS)[:GROUP_MEMBERS]
     for g in range(groups):

@@ -55,12 +55,12 @@ from api.clients import api_client_create  # noqa: E402
 from api.models import Scope  # noqa: E402
 from bulk import audiences, services  # noqa: E402
 from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy  # noqa: E402
-from config import embedded, metrics  # noqa: E402
 from config.celery import app  # noqa: E402
-from config.redis import get_redis  # noqa: E402
+from groups import services as groups  # noqa: E402
+from groups.selectors import GroupItem, conversations_and_groups  # noqa: E402
+from infra import embedded, metrics  # noqa: E402
+from infra.redis import get_redis  # noqa: E402
 from messaging import selectors  # noqa: E402
-from messaging.groups import services as groups  # noqa: E402
-from messaging.groups.selectors import GroupItem  # noqa: E402
 from messaging.models import Account, Block, Follow  # noqa: E402
 from messaging.services import message_send  # noqa: E402
 from unread.selectors import unread_summary  # noqa: E402
@@ -369,7 +369,7 @@ def show_member_unread(chat: GroupChat) -> bool:
     console.print(f"\n[bold]Member {MEMBER} in the fan group[/bold] (read up to #{chat.read_seq})")
     console.print(f"  GET {path} → {reply.status_code}")
     console.print(f"    {json.dumps(body, separators=(',', ':'))}", soft_wrap=True)
-    page = selectors.conversations_and_groups(MEMBER, category="group")
+    page = conversations_and_groups(MEMBER, category="group")
     for item in page.results:
         if not isinstance(item, GroupItem):
             continue

@@ -40,7 +40,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from config import embedded
+    from infra import embedded
 
     user, _ = get_user_model().objects.get_or_create(username=OPERATOR)
     user.is_staff = user.is_superuser = True

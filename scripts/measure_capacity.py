@@ -4,7 +4,7 @@
 
 Runs the project's own code on the services of ``scripts/services up`` (its own database
 ``missive_capacity``, Redis database 4, HBase table prefix ``capacity``) and writes
-``config/capacity_measured.json`` with the date and the machine:
+``infra/capacity_measured.json`` with the date and the machine:
 - HBase bytes per inbox entry: ``--entries`` campaign-shaped entries written through the HBase
   inbox backend, the table flushed and major-compacted (``scripts/hbase/TableFiles.java``), its
   store files summed on disk (FAST_DIFF encoding, ROW bloom, as ``hbase_init`` creates it);
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ENV = {
     "DJANGO_SETTINGS_MODULE": "config.settings",
-    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (config/deploy.py)
+    "DJANGO_SECRET_KEY": "bench-only-not-secret",  # DEBUG off needs a key (infra/deploy.py)
     "DATABASE_URL": "mysql://missive:missive@127.0.0.1:3306/missive_capacity",
     "REDIS_URL": "redis://127.0.0.1:6379/4",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/5",
@@ -66,16 +66,16 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from config import hbase, hbase_tables  # noqa: E402
-from config.capacity import MEASURED_FILE  # noqa: E402
-from config.redis import get_redis  # noqa: E402
+from infra import hbase, hbase_tables  # noqa: E402
+from infra.capacity import MEASURED_FILE  # noqa: E402
+from infra.redis import get_redis  # noqa: E402
 from messaging import convlist, services  # noqa: E402
 from messaging.convcache import keys as cache_keys  # noqa: E402
 from messaging.convcache import reader  # noqa: E402
-from messaging.counters import keys as counter_keys  # noqa: E402
-from messaging.inbox import get_inbox  # noqa: E402
-from messaging.inbox.base import RECEIVED, InboxEntry  # noqa: E402
-from messaging.msgkey import next_msgkey  # noqa: E402
+from storage.counters import keys as counter_keys  # noqa: E402
+from storage.inbox import get_inbox  # noqa: E402
+from storage.inbox.base import RECEIVED, InboxEntry  # noqa: E402
+from storage.msgkey import next_msgkey  # noqa: E402
 
 HBASE_DIR = ROOT / "var" / "services" / "hbase"
 RUN = re.compile(r"(\w+)\s+fan-out\s+([\d,]+) recipients/s.*raw store\s+([\d,]+) rows/s")

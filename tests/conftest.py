@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _service_problems() -> list[str]:
-    from config import hbase
-    from config.redis import get_redis
+    from infra import hbase
+    from infra.redis import get_redis
 
     problems = []
     if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.mysql":
@@ -105,17 +105,17 @@ def replica_reads(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def hbase_tables(django_db_blocker: Any) -> None:
     """Create the (test-prefixed) HBase tables once per session."""
-    from config.hbase_tables import ensure_tables
+    from infra.hbase_tables import ensure_tables
 
     ensure_tables()
 
 
 @pytest.fixture(autouse=True)
 def closed_breakers() -> None:
-    """Every store's circuit breaker closed (config/breakers.py): an outage a test played must
+    """Every store's circuit breaker closed (infra/breakers.py): an outage a test played must
     not fail the next test fast."""
-    from config import breakers
-    from config.dbrouter import forget_replica_health
+    from infra import breakers
+    from infra.dbrouter import forget_replica_health
 
     breakers.reset()
     forget_replica_health()
@@ -123,7 +123,7 @@ def closed_breakers() -> None:
 
 @pytest.fixture(autouse=True)
 def clean_redis(closed_breakers: None) -> None:
-    from config.redis import get_redis
+    from infra.redis import get_redis
 
     get_redis().flushdb()  # on a Redis Cluster, every primary (redis-py sends it to each)
 

@@ -1,4 +1,4 @@
-"""The test database's real read replica (config/dbrouter.py, scripts/services mariadb-replica).
+"""The test database's real read replica (infra/dbrouter.py, scripts/services mariadb-replica).
 
 Django creates the test database on the primary only; the replica receives it, and every
 migration, by GTID replication. ``point_replica_at_test_db`` gives the ``replica`` alias the
@@ -13,7 +13,7 @@ import os
 
 from django.db import connections
 
-from config.dbrouter import PRIMARY, REPLICA, replica_configured
+from infra.dbrouter import PRIMARY, REPLICA, replica_configured
 
 CATCH_UP_S = 120
 

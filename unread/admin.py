@@ -1,5 +1,5 @@
 """Django admin of the unread app: announcements, published through the service, so the global
-clock and the Redis timeline are set. A publish is logged in the audit log (``api.audit``) as
+clock and the Redis timeline are set. A publish is logged in the audit log (``adminsite.audit``) as
 "Published to every user"; an edit by Django's own log (nothing when nothing changed)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from api import audit
+from adminsite import audit
 from api.errors import InvalidInput
 from unread.announcements import announcement_publish, normalise
 from unread.models import Announcement

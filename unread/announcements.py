@@ -31,10 +31,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from api.errors import Conflict
-from config import metrics
-from config.redis import get_redis
-from messaging import msgkey as clock
-from messaging.content import validate_content
+from infra import metrics
+from infra.redis import get_redis
+from storage import msgkey as clock
+from storage.content import validate_content
 from unread.models import Announcement
 
 RECENT = "ann:{ann}:recent"

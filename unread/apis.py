@@ -1,13 +1,17 @@
 """Unread HTTP API (API.md): a user's unread summary (``GET /users/{uid}/unread``, scope ``inbox``;
 ``unread/fastpath.py`` answers the same request faster in front of Django) and announcements
 (``POST /announcements`` needs ``announce``; the per-user list and mark-read need ``inbox``).
-Thin views over unread/selectors.py and unread/announcements.py. Ids travel as strings."""
+Thin views over unread/selectors.py and unread/announcements.py. Ids travel as strings.
+
+The unread answer's body is ``unread.answer.unread_body``'s, the fast path's too; ``UnreadOut``
+is its schema (and renders to the same bytes: tests/unread/test_answer.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -19,13 +23,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.auth import principal
-from api.fields import NO_NUL_PATTERN, TIMESTAMP_SCHEMA, IdField, path_ids, utc_timestamp
+from api.fields import NO_NUL_PATTERN, PAGE_MAX, TIMESTAMP_SCHEMA, IdField, path_ids, utc_timestamp
 from api.models import Scope
-from api.paging import PAGE_MAX
 from api.views import ERROR_SCHEMA, ERRORS, ApiView, idempotency_key, validated
-from messaging.content import TEXT_MAX
-from messaging.convcache import prewarm
+from messaging.services import conversation_list_prewarm
+from storage.content import TEXT_MAX
 from unread import announcements, selectors
+from unread.answer import CONTENT_TYPE
 
 # What announcements.normalise takes: a plain string is the text of a text content.
 PUBLISH_CONTENT_SCHEMA = {
@@ -101,18 +105,10 @@ class UnreadApi(ApiView):
         summary="A user's unread counts",
         responses={200: UnreadOut, **ERRORS},
     )
-    def get(self, request: Request, uid: str) -> Response:
+    def get(self, request: Request, uid: str) -> HttpResponse:
         owner = path_ids(uid=uid)["uid"]
-        prewarm.on_unread_request(owner)  # a big UP's list is built before they open it
-        summary = selectors.unread_summary(owner)
-        groups = selectors.group_unread(owner)
-        body = {
-            "total": summary.total + groups.unread,
-            "by_category": {**summary.by_category, "group": groups.unread},
-            "announcements": announcements.announcements_unread(owner),
-            "mentions": groups.mentions,
-        }
-        return Response(UnreadOut(body).data)
+        conversation_list_prewarm(owner)  # a big UP's list is built before they open it
+        return HttpResponse(selectors.unread_answer(owner), content_type=CONTENT_TYPE)
 
 
 class AnnouncementPublishApi(ApiView):

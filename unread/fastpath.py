@@ -2,8 +2,10 @@
 Django (``config.asgi``), in one Redis round trip (two for a member of groups) and with no SQL.
 
 Contract: a client cannot tell it from ``unread.apis.UnreadApi`` except by speed: same status,
-body and headers. It answers only what it can answer completely, a 200, and hands everything else
-to Django untouched (Django then answers exactly as before, and warms what was cold):
+body (both built by ``unread.answer.unread_body``) and headers (Django's, derived from
+``settings.MIDDLEWARE``: ``response_headers``). It answers only what it can answer completely, a
+200, and hands everything else to Django untouched (Django then answers exactly as before, and
+warms what was cold):
 - anything but ``GET`` of the route with a uid of 1 to 19 digits in 1 .. 2^63-1, no body, no
   ``format`` (DRF's format override) nor percent sign in the query string;
 - a Host that ALLOWED_HOSTS refuses, or an Accept header other than none, ``*/*``,
@@ -12,7 +14,7 @@ to Django untouched (Django then answers exactly as before, and warms what was c
   (``api.auth.cached_principal``) under the current clients' generation, with the ``inbox``
   scope: so 401 and 403, a revoked client or a rotated token (the generation moved) reach Django;
 - Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
-- the process's ``redis`` circuit breaker not closed (config/breakers.py): Redis was just found
+- the process's ``redis`` circuit breaker not closed (infra/breakers.py): Redis was just found
   out, and Django answers 503 at once rather than this path waiting its timeout first;
 - counters not verified in the current epoch (Redis restarted: ``messaging.counters.epoch``);
 - settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
@@ -20,23 +22,25 @@ to Django untouched (Django then answers exactly as before, and warms what was c
   says so once in the log, so a change there cannot silently fork the two paths.
   ``UNREAD_FAST_PATH=0`` turns it off too.
 
-The round trip, pipelined on one multiplexed connection per worker (``config.redis_mux``):
+The round trip, pipelined on one multiplexed connection per worker (``infra.redis_mux``):
   GET apiclients:gen · HMGET unread:{u:<uid>} t c:followed c:stranger c:business c:system ·
   GET ann:mark:{u:<uid>} · GET ann:{ann}:ver · GET counters:epoch · GET unread:v:{u:<uid>} ·
   HGETALL gmember:{u:<uid>}
 HMGET of five fields rather than the view's HGETALL: the hash holds a field per unread
 conversation, and the answer needs only the totals. The same round trip reads the user's group
-positions (HGETALL gmember:{u:<uid>}); a member of groups then costs one more round trip: one
-MGET of their groups' summaries per hash slot (ONE on a single Redis;
-``messaging.groups.state.summary_plan``, the view's own read model). A missing summary, or a
+positions (HGETALL gmember:{u:<uid>}: ``groups.selectors.unread_positions_command``); a member of
+groups then costs one more round trip: one MGET of their groups' summaries per hash slot (ONE on a
+single Redis; ``groups.selectors.unread_raw_plan``, on the view's own read model). A missing
+summary, or a
 group whose summary dropped recalls this member needs, hands the request to Django, which
 rebuilds the summary from MySQL or counts exactly. A user whose positions are not in Redis has no
 groups here: the view rebuilds lost positions on the Django side, after a Redis
 restart (the counters' epoch sends every user there first).
 
 Big UPs: membership comes from prewarm's per-process copy (no I/O); a big UP's request, or one
-that finds the copy due a recheck, runs ``prewarm.on_unread_request`` in a thread and waits for it,
-so the prewarm has been enqueued (at most once per window) when the answer leaves, as in the view.
+that finds the copy due a recheck, runs ``messaging.services.conversation_list_prewarm`` in a
+thread and waits for it, so the prewarm has been enqueued (at most once per window) when the
+answer leaves, as in the view.
 
 ASGI lifespan (which Django's handler refuses): at startup it warms the URL map, the views and the
 announcement and big-UP copies in a thread, before the server accepts connections.
@@ -63,35 +67,69 @@ from api.auth import MAX_TOKEN_CHARS, cached_principal
 from api.clients import GENERATION_KEY
 from api.fields import ID_PATTERN, MAX_ID
 from api.models import Scope
-from config import breakers, logs
-from config.observe import observe_request
-from config.redis_mux import ClusterMux, MuxRedis, RedisUnavailable, command_slot, mux_for
-from messaging.convcache import prewarm
-from messaging.counters import keys
-from messaging.counters.store import CATEGORIES
-from messaging.groups import keys as group_keys
-from messaging.groups import state as group_state
+from groups import selectors as groups
+from infra import breakers, logs
+from infra.observe import observe_request
+from infra.redis_mux import ClusterMux, MuxRedis, RedisUnavailable, command_slot, mux_for
+from messaging import selectors as messaging_selectors
+from messaging import services as messaging_services
+from storage.counters import keys
+from storage.counters.store import CATEGORIES
 from unread import announcements
+from unread.answer import CONTENT_TYPE, unread_body
 
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
 
+Header = tuple[bytes, bytes]
+
 log = logging.getLogger(__name__)
 
-# The middleware whose effect on this answer is reproduced in ``response_headers``; any other
-# stack turns the fast path off rather than answer differently from Django.
-KNOWN_MIDDLEWARE = [
-    "config.logs.RequestIdMiddleware",  # its X-Request-ID header: ``request_id_header``
-    "config.observe.RequestMetricsMiddleware",  # no effect on the answer; observed in ``respond``
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+# Stand-ins in ``response_headers`` for the two headers whose values ``respond`` gives per request.
+LENGTH: Header = (b"Content-Length", b"")
+REQUEST_ID: Header = (b"X-Request-ID", b"")
+
+
+def _no_header() -> list[Header]:
+    return []
+
+
+def _x_frame_options() -> list[Header]:
+    return [(b"X-Frame-Options", settings.X_FRAME_OPTIONS.upper().encode())]
+
+
+def _security_headers() -> list[Header]:
+    """SecurityMiddleware's headers on this answer (HSTS and the HTTPS redirect: unsupported)."""
+    found: list[Header] = []
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        found.append((b"X-Content-Type-Options", b"nosniff"))
+    if policy := settings.SECURE_REFERRER_POLICY:
+        values = policy.split(",") if isinstance(policy, str) else policy
+        found.append((b"Referrer-Policy", ",".join(v.strip() for v in values).encode()))
+    if opener := settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        found.append((b"Cross-Origin-Opener-Policy", opener.encode()))
+    return found
+
+
+# What each middleware does to this answer, as ``response_headers`` reproduces it; a middleware not
+# named here turns the fast path off rather than answer differently from Django.
+MIDDLEWARE_EFFECTS: dict[str, Callable[[], list[Header]]] = {
+    "infra.logs.RequestIdMiddleware": lambda: [REQUEST_ID],  # ``request_id_header``
+    "infra.observe.RequestMetricsMiddleware": _no_header,  # observed in ``respond``
+    "django.middleware.security.SecurityMiddleware": _security_headers,
+    "django.contrib.sessions.middleware.SessionMiddleware": _no_header,  # no session is read
+    "django.middleware.common.CommonMiddleware": lambda: [LENGTH],  # and ``host_allowed``
+    "django.middleware.csrf.CsrfViewMiddleware": _no_header,  # a GET; DRF's views are exempt
+    "django.contrib.auth.middleware.AuthenticationMiddleware": _no_header,  # a lazy user, unread
+    "django.contrib.messages.middleware.MessageMiddleware": _no_header,  # no message stored
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": _x_frame_options,
+}
+# Without these the answer would differ: the host check and Content-Length, the X-Request-ID.
+REQUIRED_MIDDLEWARE = {
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",  # innermost: its header first
-]
+    "infra.logs.RequestIdMiddleware",
+}
 # What the DRF view applies besides its body; the fast path does the same (401/403 by handing on).
 VIEW_POLICY = {
     "authentication_classes": ["api.auth.BearerTokenAuthentication"],
@@ -111,10 +149,6 @@ UNSUPPORTED_WHEN_SET = (  # host rewriting, agent filtering, HTTPS redirects and
 ACCEPTED = frozenset({b"*/*", b"application/*", b"application/json"})
 WATCHED = frozenset({b"host", b"authorization", b"accept", b"content-length", b"transfer-encoding"})
 FIELDS = [keys.TOTAL, *(keys.CATEGORY_PREFIX + c.encode() for c in CATEGORIES)]
-BODY = (
-    b'{"total":%d,"by_category":{"followed":%d,"stranger":%d,"business":%d,"system":%d,'
-    b'"group":%d},"announcements":%d,"mentions":%d}'
-)
 HOSTS_KEPT = 1024
 
 
@@ -126,7 +160,8 @@ def unsupported_settings() -> list[str]:
         # redirect and HSTS alone: with both off (TLS ends at a proxy that does them,
         # DJANGO_TLS_AT_PROXY) Django answers the same either way.
         found = []
-    if list(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
+    stack = set(settings.MIDDLEWARE)
+    if not REQUIRED_MIDDLEWARE <= stack <= MIDDLEWARE_EFFECTS.keys():
         found.append("MIDDLEWARE")
     route = resolve(reverse("unread", kwargs={"uid": "1"}))
     view = route.func.view_class  # type: ignore[attr-defined]  # set by as_view()
@@ -139,19 +174,13 @@ def unsupported_settings() -> list[str]:
     return found
 
 
-def response_headers() -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
-    """Django's headers for this 200, in Django's order, around Content-Length."""
-    before = [(b"Content-Type", b"application/json"), (b"Allow", b"GET, HEAD, OPTIONS")]
-    before.append((b"X-Frame-Options", settings.X_FRAME_OPTIONS.upper().encode()))
-    after: list[tuple[bytes, bytes]] = []
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        after.append((b"X-Content-Type-Options", b"nosniff"))
-    if policy := settings.SECURE_REFERRER_POLICY:
-        values = policy.split(",") if isinstance(policy, str) else policy
-        after.append((b"Referrer-Policy", ",".join(v.strip() for v in values).encode()))
-    if opener := settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        after.append((b"Cross-Origin-Opener-Policy", opener.encode()))
-    return before, after
+def response_headers() -> list[Header]:
+    """Django's headers for this 200 in Django's order: the view's, then each middleware's from
+    the innermost out (``LENGTH`` and ``REQUEST_ID`` stand for the per-request values)."""
+    headers = [(b"Content-Type", CONTENT_TYPE.encode()), (b"Allow", b"GET, HEAD, OPTIONS")]
+    for path in reversed(settings.MIDDLEWARE):
+        headers += MIDDLEWARE_EFFECTS.get(path, _no_header)()
+    return headers
 
 
 class UnreadFastPath:
@@ -164,12 +193,14 @@ class UnreadFastPath:
         self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
         self.route = resolve(reverse("unread", kwargs={"uid": "1"})).route  # as the metrics name it
         self.started: ContextVar[float] = ContextVar("fastpath_started", default=0.0)
-        self.headers_before, self.headers_after = response_headers()
         self._hosts: dict[bytes, bool] = {}
         unsupported = unsupported_settings()
         self.enabled = settings.UNREAD_FAST_PATH and not unsupported
         if unsupported:
             log.warning("unread fast path off: it does not reproduce %s", unsupported)
+        self.headers = response_headers()
+        self.length_at = self.headers.index(LENGTH) if LENGTH in self.headers else -1
+        self.request_id_at = self.headers.index(REQUEST_ID) if REQUEST_ID in self.headers else -1
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if self.enabled and scope["type"] == "http":
@@ -203,15 +234,16 @@ class UnreadFastPath:
         try:
             resolve(f"{self.prefix}1{self.suffix}")
             announcements.announcements_unread(0)
-            prewarm.on_unread_request(0)
+            messaging_services.conversation_list_prewarm(0)
         except Exception:  # a cold start is slower, not broken: requests will warm it
             log.warning("unread fast path: warm-up failed", exc_info=True)
         finally:
             connections.close_all()  # this thread's, if it opened one
 
-    async def respond(self, send: Send, body: bytes, request_id: tuple[bytes, bytes]) -> None:
-        length = (b"Content-Length", str(len(body)).encode())
-        headers = [*self.headers_before, length, *self.headers_after, request_id]
+    async def respond(self, send: Send, body: bytes, request_id: Header) -> None:
+        headers = self.headers.copy()  # both placeholders are there: REQUIRED_MIDDLEWARE
+        headers[self.length_at] = (b"Content-Length", str(len(body)).encode())
+        headers[self.request_id_at] = request_id
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         observe_request(self.route, "GET", 200, self.started.get())
@@ -239,27 +271,22 @@ class UnreadFastPath:
             return None
         if epoch is not None and verified != epoch:  # Redis restarted: Django repairs them first
             return None
-        groups = await self.groups(positions)
-        if groups is None:
+        in_groups = await self.groups(positions)
+        if in_groups is None:
             return None
-        group_unread, group_mentions = groups
-        if prewarm.big_up_cached(uid) is not False:  # rare: a big UP, or a recheck that is due
-            await asyncio.to_thread(prewarm.on_unread_request, uid)
-        total, *by_category = (int(v or 0) for v in counters)
-        return BODY % (
-            total + group_unread,
-            *by_category,
-            group_unread,
-            announced,
-            group_mentions,
-        )
+        if (
+            messaging_selectors.big_up_cached(uid) is not False
+        ):  # rare: a big UP, or a recheck that is due
+            await asyncio.to_thread(messaging_services.conversation_list_prewarm, uid)
+        group_unread, group_mentions = in_groups
+        return unread_body([int(v or 0) for v in counters], group_unread, group_mentions, announced)
 
     async def groups(self, reply: list[bytes]) -> tuple[int, int] | None:
         """The user's group (unread, mentions) from their positions (the HGETALL reply): one more
         round trip, an MGET of their groups' summaries per slot; None when Django must answer (a
         missing summary, recalls the summary dropped, an error)."""
-        plan = group_state.raw_plan(reply)
-        if not plan.gids:
+        plan = groups.unread_raw_plan(reply)
+        if not plan.commands:
             return 0, 0
         try:
             replies = await self.redis.pipeline(plan.commands)
@@ -267,7 +294,7 @@ class UnreadFastPath:
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
-        return group_state.raw_totals(plan, replies)
+        return groups.unread_raw_totals(plan, replies)
 
     def uid(self, scope: dict[str, Any]) -> int | None:
         path, query = scope["path"], scope["query_string"]
@@ -313,7 +340,7 @@ class UnreadFastPath:
 
 
 def request_id_header(scope: dict[str, Any]) -> tuple[bytes, bytes]:
-    """``config.logs.RequestIdMiddleware``'s response header: the client's id, or a new one."""
+    """``infra.logs.RequestIdMiddleware``'s response header: the client's id, or a new one."""
     given = [v for name, v in scope["headers"] if name == b"x-request-id"]
     value = given[0].decode("latin-1") if len(given) == 1 else None
     return b"X-Request-ID", logs.incoming_id(value).encode()
@@ -335,7 +362,7 @@ def commands(uid: int) -> list[list[str | bytes]]:
         ["GET", announcements.VERSION],
         ["GET", keys.EPOCH],
         ["GET", keys.verified(uid)],
-        ["HGETALL", group_keys.member(uid)],
+        groups.unread_positions_command(uid),
     ]
 
 

@@ -1,26 +1,31 @@
-"""Reads of what a user has not read: the counters' summary, groups' unread and mentions, and
-unread announcements."""
+"""Reads of what a user has not read: the counters' summary, groups' unread and mentions, unread
+announcements, and the unread answer built from them (``unread.answer``)."""
 
 from __future__ import annotations
 
-from messaging.counters import epoch
-from messaging.counters.store import UnreadSummary
-from messaging.counters.store import unread_summary as counters_summary
-from messaging.groups import selectors as groups
-from messaging.groups.state import UnreadTotals
+from groups import selectors as groups
+from messaging import selectors as messaging_selectors
+from storage.counters.store import CATEGORIES, UnreadSummary
+from storage.counters.store import unread_summary as counters_summary
 from unread.announcements import announcements_unread as unread_announcements
+from unread.answer import unread_body
+
+
+def unread_answer(uid: int) -> bytes:
+    """The body of ``GET /users/{uid}/unread`` (the fast path builds the same one from Redis's
+    raw replies)."""
+    summary = unread_summary(uid)
+    in_groups = groups.group_unread(uid)
+    counters = [summary.total, *(summary.by_category[name] for name in CATEGORIES)]
+    announced = announcements_unread(uid)
+    return unread_body(counters, in_groups.unread, in_groups.mentions, announced)
 
 
 def unread_summary(uid: int) -> UnreadSummary:
     """Total, per category and per conversation (messaging's live counters, repaired first if
     Redis restarted since they were last verified)."""
-    epoch.ensure_fresh(uid)
+    messaging_selectors.unread_counters_fresh(uid)
     return counters_summary(uid)
-
-
-def group_unread(uid: int) -> UnreadTotals:
-    """Unread and @mentions over the user's groups (read diffusion: positions against heads)."""
-    return groups.group_unread(uid)
 
 
 def announcements_unread(uid: int) -> int:

@@ -18,11 +18,11 @@ from typing import TypeVar
 
 from django.db import connection
 
-from config.redis import get_redis, run_id
-from messaging import msgkey as clock
+from infra.redis import get_redis, run_id
 from messaging.convcache import hbase_tier, keys, mysql_tier, redis_tier
 from messaging.convcache.codec import Fill
 from messaging.convcache.pools import in_thread_with_db, pool
+from storage import msgkey as clock
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

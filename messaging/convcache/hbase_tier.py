@@ -47,11 +47,11 @@ import happybase
 from django.conf import settings
 from Hbase_thrift import Mutation
 
-from config import hbase
-from messaging import msgkey as clock
+from infra import hbase
 from messaging.convcache import codec
 from messaging.convcache.codec import Fill, Packed, Summary
-from messaging.inbox.hbase import owner_prefix
+from storage import msgkey as clock
+from storage.inbox.hbase import owner_prefix
 
 TABLE = "convlist"
 META = b"c:m"

@@ -18,7 +18,7 @@ cl:hbd:{u:<uid>}   string: ms of an HBase convlist write that failed; the HBase 
                    trusted until a rebuild started after that moment clears it.
 cl:hbi:{u:<uid>}   string ``1``: the owner may have an HBase row. Set before any HBase generation
                    of theirs begins (build.py), never removed: the index of who has one.
-cl:hbi:trusted     string: the Redis run (``config.redis.run_id``) in which the index is complete
+cl:hbi:trusted     string: the Redis run (``infra.redis.run_id``) in which the index is complete
                    (``redis_tier.index_rebuild`` scanned HBase after that run began). Any other
                    value: bulk pushes read every owner's HBase meta, as without an index.
 cl:burst:{u:<uid>} set: distinct peers that opened a conversation with an uncached owner in the

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from redis.commands.core import Script
 
-from config.luascripts import ScriptRegistry
-from config.redis import get_redis
+from infra.luascripts import ScriptRegistry
+from infra.redis import get_redis
 
 FOLDER = Path(__file__).parent / "lua"
 

@@ -1,6 +1,6 @@
 """Tier 3 of the conversation-list read path: MySQL, the truth, read through the one indexed
 pager of the read model (``messaging.convlist.top``). Fills read the read replica
-(``config.dbrouter.replica``); ``current`` (the state a push writes) reads the primary.
+(``infra.dbrouter.replica``); ``current`` (the state a push writes) reads the primary.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from django.conf import settings
 from django.db.models import Q
 
-from config.dbrouter import PRIMARY, caught_up_replica, read_replica
+from infra.dbrouter import PRIMARY, caught_up_replica, read_replica
 from messaging.convcache import codec
 from messaging.convcache.codec import Fill, Packed, Summary
 from messaging.convlist import messages_by_key, top

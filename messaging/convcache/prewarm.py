@@ -30,11 +30,11 @@ from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
-from config import metrics
-from config.redis import get_redis
-from messaging import msgkey as clock
+from infra import metrics
+from infra.redis import get_redis
 from messaging.convcache import build, keys
 from messaging.models import Conversation
+from storage import msgkey as clock
 
 log = logging.getLogger(__name__)
 BUCKET_S = 600

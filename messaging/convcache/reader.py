@@ -31,13 +31,13 @@ from django.conf import settings
 from django.db import connection
 from redis.exceptions import RedisError
 
-from config import metrics
+from infra import metrics
 from messaging import convlist
 from messaging.convcache import build, codec, hbase_tier, redis_tier
 from messaging.convcache.codec import Fill, Summary
 from messaging.convcache.pools import in_thread_with_db, pool
 from messaging.convlist import ConversationPage, Cursor
-from messaging.counters.store import unread_for_peers
+from storage.counters.store import unread_for_peers
 
 log = logging.getLogger(__name__)
 HBASE_THREADS = 4

@@ -17,7 +17,7 @@ reading MySQL (``probe``), which is what lets ``apply`` decide about entries it 
 always correct.
 
 Redis Cluster: every script but ``generations`` takes one owner's keys (one slot); ``generations``
-reads many owners and is called once per slot (``config.redis.by_slot``; once in all on a single
+reads many owners and is called once per slot (``infra.redis.by_slot``; once in all on a single
 Redis), all calls in one pipeline that reaches every node at once.
 
 The HBase index (``cl:hbi:{u:<uid>}``, writer.py): which owners may have an HBase row, so a bulk
@@ -34,11 +34,11 @@ from typing import Any
 
 from django.conf import settings
 
-from config.redis import by_slot, clustered, get_redis, run_id
-from messaging import msgkey as clock
+from infra.redis import by_slot, clustered, get_redis, run_id
 from messaging.convcache import codec, keys, lua
 from messaging.convcache.codec import Fill, Summary
-from messaging.counters import keys as unread_keys
+from storage import msgkey as clock
+from storage.counters import keys as unread_keys
 
 FILL_DEADLINE_MS = 30_000
 BURST_WINDOW_S = 60

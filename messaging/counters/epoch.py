@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import secrets
 
-from config import metrics
-from config.redis import get_redis
-from config.redis import run_id as redis_run_id
-from messaging.counters import keys
+from infra import metrics
+from infra.redis import get_redis
+from infra.redis import run_id as redis_run_id
 from messaging.counters.rebuild import unread_rebuild_user
+from storage.counters import keys
 
 log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from django.db.models import F
 
-from config.redis import get_redis
-from messaging.counters import keys
-from messaging.counters.store import Replaced, unread_replace
-from messaging.inbox import get_inbox
+from infra.redis import get_redis
 from messaging.models import Conversation
+from storage.counters import keys
+from storage.counters.store import Replaced, unread_replace
+from storage.inbox import get_inbox
 
 OWNER_CHUNK = 1000
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from django.db import migrations
 
-from messaging import partitions
+from storage import partitions
 
 
 def partition(apps, schema_editor):

@@ -1,4 +1,4 @@
-"""The audit log (api/audit.py, api/admin.py): every operator action outside campaigns writes
+"""The audit log (adminsite/audit.py, api/admin.py): every operator action outside campaigns writes
 exactly one entry naming who, what and which action; an action that changed nothing writes none;
 entries show on the object's History page and in the filterable, read-only list."""
 
@@ -16,10 +16,10 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from api.models import ApiClient, ApiClientSender
-from messaging.groups.models import Group, GroupMember
+from groups.models import Group, GroupMember
 from messaging.models import Conversation, Message
 from tests.api.factories import inbox_api, send_api
-from tests.messaging.groups_helpers import users_api
+from tests.groups.helpers import users_api
 from unread.models import Announcement
 
 pytestmark = pytest.mark.django_db
@@ -121,15 +121,15 @@ def test_group_actions_log_what_they_changed(
     owner, member = uids(2)
     gid = users_api().created(owner, [member])
     group = Group.objects.get(gid=gid)
-    url = "/admin/messaging/group/"
+    url = "/admin/groups/group/"
     act(admin_client, url, "mute_selected", gid)
     assert_one_entry(group, "Muted", admin_client)
     act(admin_client, url, "mute_selected", gid)  # already muted: nothing logged
     assert len(entries(group)) == 1
 
     row = GroupMember.objects.get(gid=gid, uid=member)
-    act(admin_client, "/admin/messaging/groupmember/", "make_admin", row.pk)
-    act(admin_client, "/admin/messaging/groupmember/", "make_admin", row.pk)
+    act(admin_client, "/admin/groups/groupmember/", "make_admin", row.pk)
+    act(admin_client, "/admin/groups/groupmember/", "make_admin", row.pk)
     assert_one_entry(row, "member to admin", admin_client)
 
     act(admin_client, url, "dissolve_selected", gid)
@@ -157,7 +157,7 @@ def test_the_audit_list_shows_filters_and_searches_entries(
     act(admin_client, "/admin/api/apiclient/", "rotate_token", client.pk)
     owner, member = uids(2)
     gid = users_api().created(owner, [member])
-    act(admin_client, "/admin/messaging/group/", "mute_selected", gid)
+    act(admin_client, "/admin/groups/group/", "mute_selected", gid)
 
     page = admin_client.get(LOG)
     assert page.status_code == 200

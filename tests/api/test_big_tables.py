@@ -1,6 +1,6 @@
-"""Big admin lists (api/paging.py) on real MariaDB: the count line is exact below the cap and an
-labelled estimate or "more than 10,000" above it, no uncapped COUNT runs, a page past the end is
-a 404 that says so (not page 1), and a column no index serves is never sorted by."""
+"""Big admin lists (adminsite/paging.py) on real MariaDB: the count line is exact below the cap
+and a labelled estimate or "more than 10,000" above it, no uncapped COUNT runs, a page past the
+end is a 404 that says so (not page 1), and a column no index serves is never sorted by."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from api.paging import COUNT_CAP, BigTableAdmin, estimated_rows
+from adminsite.paging import COUNT_CAP, BigTableAdmin, estimated_rows
 from messaging.models import Conversation
 
 LIST = "/admin/messaging/conversation/"
@@ -187,7 +187,7 @@ def test_the_estimate_comes_from_the_engine_and_is_labelled(
 def test_the_offered_orders_walk_an_index(
     admin_client: Client, analysed_conversations: int
 ) -> None:
-    """A page's keys come from an index-only scan, even the last page's (api/paging.py)."""
+    """A page's keys come from an index-only scan, even the last page's (adminsite/paging.py)."""
     for query in ({}, {"o": "0"}, {"o": "-0"}):
         ordered = admin_client.get(LIST, query).context["cl"].queryset
         keys = ordered.values_list("pk", flat=True)[COUNT_CAP - 100 : COUNT_CAP]

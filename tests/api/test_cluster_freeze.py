@@ -7,7 +7,7 @@ master, answers 200 or 503 + Retry-After, never 500, and both users read their e
 after the thaw. Within the API deadline it does NOT answer yet (measured 4.0 and 5.0 s for the
 frozen master's user, a 200 once its replica was promoted): the test is a strict xfail that
 says so, and fails as soon as that is fixed, to be unmarked. One circuit breaker covers the
-whole cluster (config/breakers.py's ``redis``): once it is open a user on another master gets 503
+whole cluster (infra/breakers.py's ``redis``): once it is open a user on another master gets 503
 too (not seen so far: the user on another master read in 3 ms). The cluster-node-timeout (2 s)
 is shorter than the freeze, so the master's replica is promoted meanwhile and a request can end
 as a 200 from it. What each user saw, and when, is printed (``-s``). In a finally the master is
@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from config.redis import get_redis
-from messaging.counters import keys as unread_keys
-from messaging.counters.store import unread_incr_many
+from infra.redis import get_redis
+from storage.counters import keys as unread_keys
+from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api
 from tests.api.test_freezes import (
     DEADLINE_S,

@@ -18,7 +18,7 @@ from api.clients import GENERATION_KEY, api_clients_changed, api_clients_revoke
 from api.errors import Conflict, RateLimited, TooLarge
 from api.exceptions import api_exception_handler, api_server_error, flatten
 from api.models import ApiClient
-from config.redis import get_redis
+from infra.redis import get_redis
 from messaging.models import ClientMessage, Message
 from tests.api.factories import API, Api, inbox_api, make_api, send_api
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from messaging.counters.store import unread_incr_many
+from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import business_with_followers, campaigns_api, launch
 from tests.config.test_asgi import free_port, wait_listening

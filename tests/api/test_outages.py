@@ -20,10 +20,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from api.exceptions import api_exception_handler
-from config import breakers, hbase
-from config.redis import get_redis
+from infra import breakers, hbase
+from infra.redis import get_redis
 from messaging import services
-from messaging.inbox import _cached
+from storage.inbox import _cached
 from tests.api.factories import API, Api, inbox_api, send_api
 
 pytestmark = pytest.mark.django_db

@@ -10,10 +10,10 @@ import pytest
 from django.contrib import admin
 from django.test import RequestFactory
 
-from api import paging
+from adminsite import paging
 from bulk import services
 from bulk.models import Campaign
-from messaging.groups.services import group_create
+from groups.services import group_create
 from messaging.models import Block
 from messaging.services import message_send
 from tests.browser.pages import Page

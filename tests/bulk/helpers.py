@@ -20,10 +20,10 @@ from django.utils import timezone
 from api.models import Scope
 from bulk import fanout, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, SenderPolicy
-from config.redis import get_redis
-from messaging.counters import keys as unread_keys
-from messaging.inbox import get_inbox
+from infra.redis import get_redis
 from messaging.models import Account, Block, Conversation, Follow
+from storage.counters import keys as unread_keys
+from storage.inbox import get_inbox
 from tests.api.factories import API, ClientApi, make_api
 from unread.selectors import unread_summary
 

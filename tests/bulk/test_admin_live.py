@@ -13,7 +13,7 @@ from django.test import Client
 
 from bulk import fanout, recall, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
-from config import metrics
+from infra import metrics
 from messaging.models import Message, MessageStatus
 from tests.bulk.helpers import block, drive, follow, received, shop
 from tests.conftest import Workers, wait_for

@@ -26,9 +26,9 @@ from bulk.models import (
     ChannelSetting,
     SenderPolicy,
 )
-from config import broker
-from messaging import inbox as inbox_module
-from messaging.inbox import get_inbox
+from infra import broker
+from storage import inbox as inbox_module
+from storage.inbox import get_inbox
 from tests.bulk.helpers import (
     assert_exactly_once,
     business_with_followers,

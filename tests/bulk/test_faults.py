@@ -23,11 +23,11 @@ from django.test import override_settings
 
 from bulk import fanout
 from bulk.models import Campaign, CampaignStatus, ChannelSetting
-from config import breakers, hbase
-from config.redis import get_redis
+from infra import breakers, hbase
+from infra.redis import get_redis
 from messaging.counters import epoch
-from messaging.inbox import _cached, get_inbox
 from messaging.models import Conversation
+from storage.inbox import _cached, get_inbox
 from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.conftest import wait_for
 from unread.selectors import unread_summary
@@ -150,7 +150,7 @@ def test_mariadb_restarted_mid_campaign(campaign_setup: Scenario) -> None:
     assert_every_recipient_exact(campaign, campaign_setup)
 
 
-# -- frozen stores (SIGSTOP: connections open, nothing answers; config/breakers.py) ---------------
+# -- frozen stores (SIGSTOP: connections open, nothing answers; infra/breakers.py) ---------------
 def test_redis_frozen_mid_campaign(campaign_setup: Scenario) -> None:
     def up() -> None:
         services("thaw", "redis")

@@ -11,13 +11,13 @@ from django.test import override_settings
 
 from bulk import fanout, recall
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
-from messaging import inbox as inbox_module
 from messaging import selectors
-from messaging.counters.store import unread_for_peers, unread_summary
-from messaging.inbox import get_inbox
-from messaging.inbox.base import FLAG_RECALLED
 from messaging.models import Message, MessageStatus
 from messaging.services import conversation_mark_read, message_recall
+from storage import inbox as inbox_module
+from storage.counters.store import unread_for_peers, unread_summary
+from storage.inbox import get_inbox
+from storage.inbox.base import FLAG_RECALLED
 from tests.bulk.helpers import Scenario, business_with_followers, launch, run_synchronously
 
 pytestmark = pytest.mark.django_db
@@ -155,7 +155,7 @@ def test_an_abandoned_recall_is_finished_by_the_sweep(
     from bulk import tasks
     from bulk.keys import recall_resend_due
     from config.celery import app
-    from config.redis import get_redis
+    from infra.redis import get_redis
     from tests.conftest import wait_for
 
     ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=10)

@@ -18,9 +18,9 @@ import pytest
 from django.test import override_settings
 
 from bulk.models import Campaign, CampaignStatus, ChannelSetting
-from config import hbase
-from config.hbase_tables import full_name
-from messaging.inbox import _cached
+from infra import hbase
+from infra.hbase_tables import full_name
+from storage.inbox import _cached
 from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status
 from tests.conftest import wait_for

@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings
 
 from api.clients import api_clients_revoke
-from messaging.counters.store import unread_incr_many
+from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api
 from tests.conftest import ROOT
 

@@ -10,8 +10,8 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from config import hbase
-from config.redis import get_redis
+from infra import hbase
+from infra.redis import get_redis
 from messaging import selectors
 from messaging.models import Follow, Message
 from tests.conftest import wait_for

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from config.redis import get_redis
+from infra.redis import get_redis
 from live import keys, services
 from tests.live.conftest import LOG_MAXLEN, Device, Http, Opener, close_code
 

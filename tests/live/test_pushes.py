@@ -11,7 +11,7 @@ import pytest
 
 from bulk.models import CampaignBatch
 from bulk.recall import batch_recall
-from config.redis import get_redis
+from infra.redis import get_redis
 from live import keys
 from tests.bulk.helpers import business_with_followers, launch, run_synchronously
 from tests.live.conftest import Http, Opener

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.test import override_settings
 
-from config.redis import get_redis
+from infra.redis import get_redis
 from live import keys, services
 
 

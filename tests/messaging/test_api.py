@@ -16,8 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 from messaging.counters.rebuild import unread_rebuild_many
-from messaging.inbox import _cached
 from messaging.models import Account, Follow, Message, MessageStatus
+from storage.inbox import _cached
 from tests.api.factories import Api, inbox_api, make_api, send_api
 
 pytestmark = pytest.mark.django_db

@@ -16,10 +16,10 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from messaging import msgkey, partitions
 from messaging.management.commands import follows_import
 from messaging.models import Follow, Message
-from messaging.partitions import Month
+from storage import msgkey, partitions
+from storage.partitions import Month
 from tests.conftest import ROOT
 
 Uids = Callable[[int], list[int]]

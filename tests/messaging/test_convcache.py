@@ -22,15 +22,15 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from config import hbase, metrics
-from config.redis import get_redis
+from infra import hbase, metrics
+from infra.redis import get_redis
 from messaging import convlist, selectors, services
-from messaging import msgkey as keys
 from messaging.convcache import build, codec, hbase_tier, reader, redis_tier
 from messaging.convcache.codec import Fill, Summary
 from messaging.convlist import Cursor
-from messaging.counters.store import unread_incr_many
 from messaging.models import Conversation, Message
+from storage import msgkey as keys
+from storage.counters.store import unread_incr_many
 from tests.conftest import wait_for
 
 Uids = Callable[[int], list[int]]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from config import broker as broker_redis
-from config import hbase
-from config.redis import get_redis
+from infra import broker as broker_redis
+from infra import hbase
+from infra.redis import get_redis
 from messaging import selectors, tasks
 from messaging.convcache import hbase_tier, keys, prewarm, redis_tier
 from tests.api.factories import inbox_api

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from config import metrics
-from config.redis import get_redis
+from infra import metrics
+from infra.redis import get_redis
 from messaging import services
-from messaging.counters import epoch, keys
-from messaging.counters.store import unread_summary as raw_summary
+from messaging.counters import epoch
 from messaging.selectors import conversation_list
+from storage.counters import keys
+from storage.counters.store import unread_summary as raw_summary
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db

@@ -9,11 +9,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from config.redis import get_redis
+from infra.redis import get_redis
 from messaging import services
 from messaging.counters import rebuild
-from messaging.counters.store import unread_incr, unread_set
-from tests.messaging.test_counters import assert_consistent
+from storage.counters.store import unread_incr, unread_set
+from tests.storage.test_counters import assert_consistent
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db

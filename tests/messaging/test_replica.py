@@ -1,4 +1,4 @@
-"""Reads on the real MariaDB read replica (config/dbrouter.py), with its replication stopped
+"""Reads on the real MariaDB read replica (infra/dbrouter.py), with its replication stopped
 (``STOP SLAVE`` on the replica, restarted in a ``finally``) so that it is visibly stale.
 
 - What may be stale really comes from the replica: the cold tier of the conversation list and a
@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from bulk import services as bulk_services
-from config.dbrouter import PRIMARY, REPLICA, caught_up_replica, replica, replica_configured
+from infra.dbrouter import PRIMARY, REPLICA, caught_up_replica, replica, replica_configured
 from messaging import convlist, selectors, services
 from messaging.convcache import mysql_tier, redis_tier
 from messaging.models import Conversation, Follow

@@ -18,13 +18,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
-from messaging import events, selectors, services
-from messaging import msgkey as keys
+from messaging import selectors, services
 from messaging.counters.rebuild import unread_rebuild_many
-from messaging.inbox import _cached, get_inbox
-from messaging.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 from messaging.models import Account, ClientMessage, Conversation, Follow, Message
-from tests.messaging.test_counters import assert_consistent
+from storage import events
+from storage import msgkey as keys
+from storage.inbox import _cached, get_inbox
+from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
+from tests.storage.test_counters import assert_consistent
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from api.models import Scope
-from config.redis import get_redis
+from infra.redis import get_redis
 from tests.api.factories import ClientApi, inbox_api, make_api
 from unread import announcements
 from unread.selectors import announcements_unread

@@ -24,19 +24,20 @@ from rest_framework.throttling import AnonRateThrottle
 
 from api.clients import api_client_rotate_token, api_clients_revoke
 from api.models import Scope
-from config import broker as broker_redis
-from config.redis import get_redis
-from config.redis_mux import MuxRedis
+from infra import broker as broker_redis
+from infra.redis import get_redis
+from infra.redis_mux import MuxRedis
 from messaging import services
 from messaging.convcache import keys as convcache_keys
 from messaging.convcache import prewarm
-from messaging.counters import epoch, keys
-from messaging.counters.store import unread_incr_many
+from messaging.counters import epoch
+from storage.counters import keys
+from storage.counters.store import unread_incr_many
 from tests.api.factories import ClientApi, inbox_api, make_api
 from tests.messaging.test_convcache import seed
 from unread import announcements
 from unread.apis import UnreadApi
-from unread.fastpath import KNOWN_MIDDLEWARE, UnreadFastPath, unsupported_settings
+from unread.fastpath import UnreadFastPath, unsupported_settings
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]
@@ -392,7 +393,7 @@ def test_a_tls_proxys_header_alone_keeps_it_on(settings: Any) -> None:
 def test_settings_or_a_view_policy_it_does_not_reproduce_turn_it_off(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings.MIDDLEWARE = [*KNOWN_MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
     settings.SECURE_HSTS_SECONDS = 3600
     monkeypatch.setattr(UnreadApi, "throttle_classes", [AnonRateThrottle])
     assert unsupported_settings() == [
@@ -401,6 +402,22 @@ def test_settings_or_a_view_policy_it_does_not_reproduce_turn_it_off(
         "UnreadApi.throttle_classes",
     ]
     assert not Stack().app.enabled
+
+
+def test_its_headers_follow_the_middleware_order(settings: Any, bff: ClientApi, uid: int) -> None:
+    frames = "django.middleware.clickjacking.XFrameOptionsMiddleware"
+    settings.MIDDLEWARE = [frames, *(m for m in settings.MIDDLEWARE if m != frames)]
+    stack, path, auth = Stack(), unread_path(uid), bearer(bff.token)
+    stack.get(path, auth)
+    answer = stack.fast(path, auth)
+    assert answer == stack.django_get(path, auth)
+    assert answer.headers[-1][0] == b"X-Frame-Options"  # now the outermost
+
+
+def test_without_the_middleware_whose_effect_it_reproduces_it_is_off(settings: Any) -> None:
+    common = "django.middleware.common.CommonMiddleware"
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if m != common]
+    assert unsupported_settings() == ["MIDDLEWARE"]
 
 
 def test_after_a_redis_restart_an_unrepaired_user_goes_to_django(uids: Uids) -> None:

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api.clients import api_client_create
 from api.models import ApiClient, Scope
-from config.cli import CommaList
+from infra.cli import CommaList
 
 
 class Command(BaseCommand):

@@ -22,7 +22,7 @@ from api.errors import MissiveError
 from bulk.admin_views import ACTIONS
 from bulk.apis import campaign_body
 from bulk.models import Campaign
-from config.cli import CommaList, positive_id
+from infra.cli import CommaList, positive_id
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """``manage.py campaign_list [--status S[,S]] [--sender U[,U]] [--limit N] [--json]``
 
 The newest campaigns first, at most ``--limit`` (default 50), filtered by status and sender (list
-flags take commas, repeats or several values: config/cli.py). A table (id, status, channel,
+flags take commas, repeats or several values: infra/cli.py). A table (id, status, channel,
 sender, processed of total, delivered, skipped, failed, created, name), or with ``--json`` a list
 of the API's campaign bodies (``GET /campaigns/{id}``).
 """
@@ -19,7 +19,7 @@ from bulk.apis import campaign_body
 from bulk.management.commands.campaign_watch import console_for
 from bulk.models import Campaign, CampaignStatus
 from bulk.selectors import skipped_by_reason
-from config.cli import CommaList, positive_id
+from infra.cli import CommaList, positive_id
 
 COLUMNS = ("id", "status", "channel", "sender", "processed", "delivered", "skipped", "failed")
 

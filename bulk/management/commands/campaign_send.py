@@ -29,7 +29,7 @@ from bulk import services
 from bulk.management.commands.campaign_watch import console_for, positive_float, watch
 from bulk.models import Audience, Campaign
 from bulk.serializers import CampaignCreateIn, upload_lines
-from config.cli import CommaList
+from infra.cli import CommaList
 
 CHUNK_BYTES = 64 * 1024
 FILTERS = ("followed_after", "followed_before", "exclude_uids")

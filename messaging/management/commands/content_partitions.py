@@ -13,8 +13,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from messaging import partitions
-from messaging.partitions import Month
+from storage import partitions
+from storage.partitions import Month
 
 
 class Command(BaseCommand):

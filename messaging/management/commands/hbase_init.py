@@ -11,8 +11,8 @@ from typing import Any
 import happybase
 from django.core.management.base import BaseCommand, CommandError
 
-from config import hbase
-from config.hbase_tables import TABLES, ensure_tables, full_name
+from infra import hbase
+from infra.hbase_tables import TABLES, ensure_tables, full_name
 
 
 class Command(BaseCommand):

@@ -19,14 +19,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from config.cli import CommaList
-from messaging.counters.rebuild import (
-    RebuildStats,
-    iter_orphan_counters,
-    iter_owners,
-    unread_rebuild_many,
-)
-from messaging.groups.repair import iter_members, positions_repair_many
+from groups.selectors import all_member_uids
+from groups.services import member_positions_repair
+from infra.cli import CommaList
+from messaging.selectors import unread_counter_owners
+from messaging.services import RebuildStats, unread_counters_rebuild
 
 
 class Command(BaseCommand):
@@ -47,10 +44,11 @@ class Command(BaseCommand):
             raise CommandError("give either --uid U [U ...] or --all")
         if options["all"]:
             stats = self._rebuild_all()
-            groups_fixed = sum(positions_repair_many(c) for c in _chunks(iter_members(), 500))
+            chunks = _chunks(all_member_uids(), 500)
+            groups_fixed = sum(member_positions_repair(uids=chunk) for chunk in chunks)
         else:
-            stats = unread_rebuild_many(dict.fromkeys(options["uid"]))
-            groups_fixed = positions_repair_many(dict.fromkeys(options["uid"]))
+            stats = unread_counters_rebuild(dict.fromkeys(options["uid"]))
+            groups_fixed = member_positions_repair(uids=dict.fromkeys(options["uid"]))
         self.stdout.write(
             f"users scanned: {stats.users}\n"
             f"users with drift: {stats.users_with_drift}\n"
@@ -64,9 +62,9 @@ class Command(BaseCommand):
         columns = (SpinnerColumn(), TextColumn("rebuilding unread counters"), MofNCompleteColumn())
         with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True)) as progress:
             task = progress.add_task("users", total=None)
-            owners = itertools.chain(iter_owners(), iter_orphan_counters())
+            owners = unread_counter_owners()
             for chunk in _chunks(owners, 500):
-                unread_rebuild_many(chunk, stats)
+                unread_counters_rebuild(chunk, stats)
                 progress.update(task, completed=stats.users)
         return stats
 

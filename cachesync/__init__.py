@@ -1,0 +1,15 @@
+"""Caches that follow the database: MariaDB's GTID row binlog into the conversation-list cache.
+
+A DBA's fix, a backfill or a migration changes MySQL rows behind the application's back; the
+cache tiers (Redis, HBase ``convlist``) would keep serving the old rows. ``cache_follow`` (one
+process per MariaDB primary) reads the primary's binlog as a replica does and turns each
+committed change into the pushes the application itself makes after its own writes
+(``messaging.convcache.writer``: mtime compare-and-set, never a regression):
+
+- changes.py   row events → a ``ChangeSet`` (which conversations to push, bump or forget, which
+               messages changed); pure, no I/O
+- services.py  ``changes_apply``: one ``ChangeSet`` through the application's own functions
+- position.py  the applied GTID position, in MariaDB (table ``cachesync_binlogposition``)
+- lag.py       the follower's lag, published in Redis and read at scrape (``/metrics``)
+- binlog.py    the loop: stream, apply at each commit, wait out outages, save, resume
+"""

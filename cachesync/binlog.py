@@ -1,0 +1,271 @@
+"""The binlog loop: follow the primary's GTID row binlog, apply each commit, resume after it.
+
+``Follower.run`` registers with the primary as a replica (python-mysql-replication,
+``server_id`` = CACHESYNC_SERVER_ID, unique among the primary's replicas) from the saved GTID
+position (position.py; the primary's current one when none is saved, or with ``from_now``),
+and reads only the followed tables of the application's database (changes.py). Each
+transaction's row events are gathered into a ``ChangeSet``; at its commit (the XID event) the
+set is applied (services.py), then the position moves past it. The position is saved at most
+every SAVE_EVERY_S, when the binlog goes idle (heartbeat) and at stop, so a restart resumes
+after the last saved transaction: whatever committed while the follower was down is applied
+once it is back; after a crash, the transactions since the last save are applied once more,
+which changes nothing (every push is a compare-and-set on mtime).
+
+Outages never skip a transaction. A store that does not answer (``store_unavailable``), a push
+that a tier missed (``CachePushFailed``) or a lost binlog connection makes the loop wait
+(RETRY_MIN_S doubling to RETRY_MAX_S) and try the same transaction again, reconnecting the
+stream from the applied position when it broke. Any other error (a bug, a position the primary
+no longer has) stops the follower with the error: its position is where it stopped.
+
+Stopping (``stop`` set, SIGTERM in ``cache_follow``) takes at most about HEARTBEAT_S: the
+primary sends a heartbeat whenever the binlog is idle that long.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+from django.conf import settings
+from django.db import close_old_connections, connection, connections
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import (
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from cachesync import position, services
+from cachesync.changes import TABLES, ChangeSet
+from cachesync.lag import LagPublisher
+from infra.store_errors import DB_UNAVAILABLE_CODES, store_unavailable
+from messaging.services import CachePushFailed
+
+log = logging.getLogger(__name__)
+HEARTBEAT_S = 1.0
+READ_TIMEOUT_S = 10.0  # several heartbeats: a primary silent that long is frozen
+CONNECT_TIMEOUT_S = 2
+RETRY_MIN_S = 0.2
+RETRY_MAX_S = 5.0
+SAVE_EVERY_S = 1.0
+LOG_EVERY_S = 10.0
+FL_STANDALONE = 1  # a GTID event's flag: a statement with no XID after it (DDL)
+ROW_KINDS = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
+EVENTS = [MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent, *ROW_KINDS]
+
+
+class Stopped(Exception):
+    """The follower was asked to stop while it waited out an outage."""
+
+
+def unavailable(exc: BaseException) -> bool:
+    """A store or the binlog connection did not answer, or a tier missed a push: wait, retry."""
+    if isinstance(exc, (CachePushFailed, OSError, EOFError, pymysql.err.InterfaceError)):
+        return True
+    if isinstance(exc, pymysql.err.OperationalError):
+        return bool(exc.args) and exc.args[0] in DB_UNAVAILABLE_CODES
+    return store_unavailable(exc)
+
+
+@dataclass
+class Progress:
+    transactions: int = 0
+    applied: int = 0
+    changes: int = 0
+    retries: int = 0
+    logged_at: float = 0.0
+
+
+class Follower:
+    def __init__(
+        self,
+        *,
+        server_id: int | None = None,
+        stop: threading.Event | None = None,
+        name: str = position.DEFAULT,
+        from_now: bool = False,
+    ) -> None:
+        self.server_id = server_id or int(settings.CACHESYNC_SERVER_ID)
+        self.stop = stop or threading.Event()
+        self.name = name
+        self.from_now = from_now
+        self.applied = position.Gtids()
+        self.progress = Progress()
+        self.lag = LagPublisher()
+        self.started = threading.Event()  # set once the start position is read
+        self._pending: ChangeSet | None = None
+        self._pending_gtid = ""
+        self._pending_ts = 0.0
+        self._own_save = ""
+        self._moved = False
+        self._saved_at = 0.0
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Follow until ``stop`` is set; raises on anything but an outage (module docstring)."""
+        self.applied = position.Gtids.parse(self._start_at())
+        self.started.set()
+        log.info("cachesync: following %s from %s", self._where(), self.applied.text() or "start")
+        delay = RETRY_MIN_S
+        try:
+            while not self.stop.is_set():
+                try:
+                    self._follow()
+                    delay = RETRY_MIN_S
+                except Exception as exc:
+                    if not unavailable(exc):
+                        raise
+                    self._outage(exc, delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+        except Stopped:
+            pass
+        finally:
+            self._save_quietly()
+            connections.close_all()  # this thread's: a follower thread leaves none behind
+        log.info("cachesync: stopped at %s", self.applied.text())
+
+    def _start_at(self) -> str:
+        saved = None if self.from_now else self._retrying(lambda: position.load(self.name))
+        return saved if saved is not None else self._retrying(position.primary_now)
+
+    def _follow(self) -> None:
+        stream = self._stream()
+        try:
+            while not self.stop.is_set():
+                event = stream.fetchone()
+                if event is None:
+                    return
+                self._on(event)
+                stream.auto_position = self.applied.text()  # its own reconnects resume here
+        finally:
+            stream.close()
+
+    def _stream(self) -> BinLogStreamReader:
+        db = connection.settings_dict
+        return BinLogStreamReader(
+            connection_settings={
+                "host": db["HOST"] or "127.0.0.1",
+                "port": int(db["PORT"] or 3306),
+                "user": db["USER"],
+                "password": db["PASSWORD"],
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "read_timeout": READ_TIMEOUT_S,
+            },
+            server_id=self.server_id,
+            is_mariadb=True,
+            auto_position=self.applied.text() or None,
+            blocking=True,
+            slave_heartbeat=HEARTBEAT_S,
+            only_events=EVENTS,
+            only_schemas=[db["NAME"]],
+            only_tables=list(TABLES),
+            use_column_name_cache=True,  # without binlog_row_metadata=FULL: one lookup a table
+        )
+
+    # -- events --------------------------------------------------------------------------------
+    def _on(self, event: Any) -> None:
+        if isinstance(event, MariadbGtidEvent):
+            self._begin(event)
+        elif isinstance(event, XidEvent) or (
+            isinstance(event, QueryEvent) and event.query == "COMMIT"
+        ):
+            self._commit()
+        elif isinstance(event, HeartbeatLogEvent):
+            self._idle()
+        elif type(event) in ROW_KINDS and self._pending is not None:
+            self._pending.add(event.table, ROW_KINDS[type(event)], event.rows)
+            self._pending_ts = max(self._pending_ts, float(event.timestamp))
+
+    def _begin(self, event: MariadbGtidEvent) -> None:
+        self._pending, self._pending_gtid = ChangeSet(), event.gtid
+        self._pending_ts = float(event.timestamp)
+        if event.flags & FL_STANDALONE:  # DDL: no rows, no XID; nothing to apply
+            self._commit()
+
+    def _commit(self) -> None:
+        changes, gtid = self._pending, self._pending_gtid
+        self._pending = None
+        if changes is None or not gtid:
+            return
+        self.progress.transactions += 1
+        if changes:
+            self._apply(changes)
+        self.applied.advance(gtid)
+        self._moved = self._moved or gtid != self._own_save
+        self.lag.sample(self._committed_at(changes))
+        if time.monotonic() - self._saved_at >= SAVE_EVERY_S:
+            self._save()
+        self._log_progress()
+
+    def _committed_at(self, changes: ChangeSet) -> float:
+        """The commit's time: the header's whole second, or a newer mtime stamped before it."""
+        return min(time.time(), max(self._pending_ts, changes.newest_mtime_ms / 1000))
+
+    def _idle(self) -> None:
+        self.lag.sample(None, force=True)
+        self._save()
+
+    def _apply(self, changes: ChangeSet) -> None:
+        """Apply until it lands (services.py: idempotent), waiting out outages."""
+        self._retrying(lambda: services.changes_apply(changes))
+        self.progress.applied += 1
+        self.progress.changes += changes.size()
+
+    # -- outages, position, progress -------------------------------------------------------------
+    def _retrying(self, step: Any) -> Any:
+        delay = RETRY_MIN_S
+        while True:
+            try:
+                return step()
+            except Exception as exc:
+                if not unavailable(exc):
+                    raise
+                self._outage(exc, delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+
+    def _outage(self, exc: BaseException, delay: float) -> None:
+        self.progress.retries += 1
+        log.warning("cachesync: %s: %s; again in %.1f s", type(exc).__name__, exc, delay)
+        close_old_connections()
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()
+        if self.stop.wait(delay):
+            raise Stopped
+
+    def _save(self) -> None:
+        if self._moved and self.applied.by_domain:
+            self._own_save = position.save(self.applied.text(), self.name)
+            self._moved = False
+        self._saved_at = time.monotonic()
+
+    def _save_quietly(self) -> None:
+        try:
+            self._save()
+        except Exception:
+            log.warning("cachesync: position not saved at stop", exc_info=True)
+
+    def _log_progress(self) -> None:
+        now = time.monotonic()
+        if now - self.progress.logged_at < LOG_EVERY_S:
+            return
+        p = self.progress
+        p.logged_at = now
+        log.info(
+            "cachesync: at %s; %d transactions, %d applied (%d changes), lag %.3f s, %d retries",
+            self.applied.text(),
+            p.transactions,
+            p.applied,
+            p.changes,
+            self.lag.lag,
+            p.retries,
+        )
+
+    def _where(self) -> str:
+        db = connection.settings_dict
+        return f"{db['HOST']}:{db['PORT']}/{db['NAME']} as replica {self.server_id}"

@@ -1,0 +1,102 @@
+"""Row events of the followed tables → one ``ChangeSet`` per transaction (pure: no I/O).
+
+What each committed row change asks of the caches (services.py applies it):
+
+- ``messaging_conversation``
+    insert, or update that moved ``mtime`` forward   → ``refresh``: push the row's current state
+    update that changed the row but not its mtime     → ``bump``: move its mtime (max(+1, now)),
+      (a DBA's ``SET pinned = 1``, or an mtime moved     then push, as the application does for a
+      back)                                              change its rows do not show
+    delete                                            → ``forget``: a tombstone of version
+                                                        mtime + 1 (what ``conversation_delete``
+                                                        pushes; never newer than a re-insert)
+    update of the (owner, peer) key itself            → forget the old pair, refresh the new
+- ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
+  delete → ``messages``: the conversations showing it as their last message get bumped (their
+  summary's preview changed, their mtime did not). Inserts change no cache.
+- ``messaging_block``: counted only: no cache tier holds blocks (a send and a campaign batch read
+  them from MySQL), so there is nothing to push.
+
+Rows come as python-mysql-replication gives them: ``{"values": {...}}`` for inserts and deletes,
+``{"before_values": ..., "after_values": ...}`` for updates, keyed by column name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from messaging.models import Block, Conversation, Message
+
+CONVERSATIONS = Conversation._meta.db_table
+MESSAGES = Message._meta.db_table
+BLOCKS = Block._meta.db_table
+TABLES = (CONVERSATIONS, MESSAGES, BLOCKS)
+MESSAGE_FIELDS = ("body", "type", "status", "sender_uid")
+
+Pair = tuple[int, int]
+Row = Mapping[str, Any]
+
+
+@dataclass
+class ChangeSet:
+    refresh: set[Pair] = field(default_factory=set)
+    bump: set[Pair] = field(default_factory=set)
+    forget: dict[Pair, int] = field(default_factory=dict)
+    messages: set[int] = field(default_factory=set)
+    blocks: int = 0
+    newest_mtime_ms: int = 0  # the newest conversation mtime seen (lag.py)
+
+    def __bool__(self) -> bool:
+        return bool(self.refresh or self.bump or self.forget or self.messages or self.blocks)
+
+    def size(self) -> int:
+        return len(self.refresh) + len(self.bump) + len(self.forget) + len(self.messages)
+
+    def add(self, table: str, kind: str, rows: Iterable[Mapping[str, Row]]) -> None:
+        """One rows event: ``kind`` is insert | update | delete."""
+        for row in rows:
+            if table == CONVERSATIONS:
+                self._conversation(kind, row)
+            elif table == MESSAGES:
+                self._message(kind, row)
+            elif table == BLOCKS:
+                self.blocks += 1
+
+    def _conversation(self, kind: str, row: Mapping[str, Row]) -> None:
+        if kind == "insert":
+            self._refreshed(row["values"])
+        elif kind == "delete":
+            self._forgotten(row["values"])
+        else:
+            self._updated(row["before_values"], row["after_values"])
+
+    def _updated(self, before: Row, after: Row) -> None:
+        if _pair(before) != _pair(after):
+            self._forgotten(before)
+            self._refreshed(after)
+        elif int(after["mtime"]) > int(before["mtime"]):
+            self._refreshed(after)
+        elif dict(before) != dict(after):
+            self.bump.add(_pair(after))
+
+    def _refreshed(self, row: Row) -> None:
+        self.refresh.add(_pair(row))
+        self.newest_mtime_ms = max(self.newest_mtime_ms, int(row["mtime"]))
+
+    def _forgotten(self, row: Row) -> None:
+        pair = _pair(row)
+        self.forget[pair] = max(self.forget.get(pair, 0), int(row["mtime"]) + 1)
+
+    def _message(self, kind: str, row: Mapping[str, Row]) -> None:
+        if kind == "delete":
+            self.messages.add(int(row["values"]["msgkey"]))
+        elif kind == "update":
+            before, after = row["before_values"], row["after_values"]
+            if any(before.get(f) != after.get(f) for f in MESSAGE_FIELDS):
+                self.messages.add(int(after["msgkey"]))
+
+
+def _pair(row: Row) -> Pair:
+    return int(row["owner_uid"]), int(row["peer_uid"])

@@ -1,0 +1,64 @@
+"""Applying a ``ChangeSet`` to the caches through the application's own functions.
+
+``changes_apply`` makes exactly the pushes the application makes after its own writes, never a
+second cache writer, through messaging's services (``messaging.convcache.writer`` underneath):
+``conversations_forget`` for deleted conversations, ``conversations_refresh`` for changed ones
+(a fan-out's batch of one peer and many owners is one bulk push), and ``conversations_bump``
+(bump mtime, then push) for changes whose row shows no newer mtime, including the
+conversations whose last message changed. Every push is
+the mtime compare-and-set of the tiers, so applying a ChangeSet twice, or after a newer one,
+changes nothing: the caller may replay it until it lands.
+
+Runs inside ``caches_strict()``: a tier that missed a push and was neither dropped nor marked
+dirty raises ``CachePushFailed``; a store that does not answer raises its own error
+(``infra.store_errors.store_unavailable``). Either way nothing is lost: the follower waits and
+applies the same ChangeSet again, and saves its position only after this returns.
+
+Not covered: a campaign's message edited in SQL (its conversations are found through the
+campaign's ledger, not ``ClientMessage``; a recall through the API bumps them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db.models import Q
+
+from cachesync.changes import ChangeSet, Pair
+from messaging.models import ClientMessage, Conversation
+from messaging.services import (
+    caches_strict,
+    conversations_bump,
+    conversations_forget,
+    conversations_refresh,
+)
+
+
+def changes_apply(changes: ChangeSet) -> None:
+    """Push one transaction's changes into every cache tier (module docstring)."""
+    with caches_strict():
+        _forget(changes.forget)
+        bump = changes.bump | showing(changes.messages)
+        refresh = sorted(changes.refresh - bump)
+        if refresh:
+            conversations_refresh(refresh)
+        if bump:
+            conversations_bump(sorted(bump))
+
+
+def _forget(versions: Mapping[Pair, int]) -> None:
+    for (owner, peer), version in versions.items():
+        conversations_forget([(owner, peer, version)])
+
+
+def showing(msgkeys: set[int]) -> set[Pair]:
+    """The 1:1 conversations whose last message is one of ``msgkeys`` (both sides)."""
+    if not msgkeys:
+        return set()
+    sends = ClientMessage.objects.filter(msgkey__in=msgkeys)
+    q = Q(pk__in=[])
+    for msgkey, sender, receiver in sends.values_list("msgkey", "sender_uid", "receiver_uid"):
+        sides = Q(owner_uid=sender, peer_uid=receiver) | Q(owner_uid=receiver, peer_uid=sender)
+        q |= sides & Q(last_msgkey=msgkey)
+    rows = Conversation.objects.filter(q).values_list("owner_uid", "peer_uid")
+    return {(int(o), int(p)) for o, p in rows}

@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class GroupsConfig(AppConfig):
+    """Group chat on read diffusion: groups, members, the send ledger and the timelines."""
+
+    name = "groups"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """A recall of a group message's msgkey (any route) reaches the group's timeline."""
+        from groups.services import group_copies_recall
+        from messaging.services import register_recall_fanout
+
+        register_recall_fanout(group_copies_recall)

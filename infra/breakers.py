@@ -1,0 +1,222 @@
+"""A circuit breaker per store (``pybreaker``), so that a store known to be out costs nothing.
+
+Every client's timeouts (infra/timeouts.py) bound one call to a frozen store; without a breaker
+each request and each Celery slot still pays that timeout, one after the other. A breaker per
+store and per process counts the calls in a row that got no answer at all (``store_down``, in
+infra/outages.py: refused, reset, timed out; never a bug, a deadlock or a Redis that refuses
+writes but answers). After BREAKER_FAIL_MAX of them it opens: calls raise ``StoreOpen`` at once,
+which ``store_unavailable`` counts as an outage, so the API answers 503 + ``Retry-After``
+(api/exceptions.py) and a campaign batch is put back, exactly as after a timeout. After
+BREAKER_RESET_S it is half-open: the next call goes through as a probe and closes it (the store
+answered) or opens it again.
+
+While open, a call raises what the store's own client raises when the store does not answer, so
+that every caller's handling of an outage (a degraded answer, a batch put back, a 503) works
+unchanged: ``RedisOpen`` is a redis-py ``ConnectionError``, ``DatabaseOpen`` a Django
+``OperationalError`` with MySQL's code 2003 (cannot connect), ``HBaseOpen`` a thriftpy2
+``TTransportException``. Each is also a ``StoreOpen`` (pybreaker's ``CircuitBreakerError``).
+
+The breakers, by name and by the store's address in the settings (the ``breaker`` and
+``target`` labels of the gauge ``missive_store_breaker_state``, 0 closed, 1 half-open, 2 open,
+read at scrape time, this process's view):
+- ``redis``: every command and pipeline of the data client (infra/redis.py; on a Redis Cluster
+  one breaker for the whole cluster: a partial cluster is redis-py's to route around);
+- ``mariadb`` and ``replica``: every connect and every statement of Django's connections
+  (``guard_new_connections``); SQLite, the one-machine demo, has none;
+- ``hbase``: every Thrift call through ``infra.hbase.call``.
+
+pybreaker's own ``call`` holds the breaker's lock for the whole call, which would serialize every
+thread of a process on one store (a lease heartbeat behind a batch's statement); ``Breaker``
+keeps pybreaker's states and counters and takes the lock only to change state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import pybreaker
+import redis
+from django.conf import settings
+from django.db import OperationalError, connections
+from prometheus_client.core import GaugeMetricFamily, Metric
+from thriftpy2.transport import TTransportException
+
+from infra.store_errors import store_down
+
+T = TypeVar("T")
+StoreOpen = pybreaker.CircuitBreakerError
+
+
+class RedisOpen(redis.ConnectionError, StoreOpen):
+    pass
+
+
+class DatabaseOpen(OperationalError, StoreOpen):
+    pass
+
+
+class HBaseOpen(TTransportException, StoreOpen):
+    pass
+
+
+def _open_error(name: str) -> StoreOpen:
+    detail = f"the {name} circuit breaker is open: the store did not answer just now"
+    if name in DB_STORES:
+        return DatabaseOpen(CANNOT_CONNECT, detail)
+    if name == "hbase":
+        return HBaseOpen(TTransportException.NOT_OPEN, detail)
+    return RedisOpen(detail)
+
+
+CANNOT_CONNECT = 2003  # MySQL's client code for a server it cannot reach
+STATE_VALUES = {pybreaker.STATE_CLOSED: 0, pybreaker.STATE_HALF_OPEN: 1, pybreaker.STATE_OPEN: 2}
+DB_BREAKERS = {"default": "mariadb", "replica": "replica"}  # database alias -> breaker
+DB_STORES = frozenset(DB_BREAKERS.values())
+
+
+class Breaker(pybreaker.CircuitBreaker):
+    def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """pybreaker's ``call`` without holding the lock around ``func`` (module docstring)."""
+        return self.state.call(func, *args, **kwargs)
+
+
+def _not_counted(exc: BaseException) -> bool:
+    return not store_down(exc)
+
+
+_made: dict[tuple[str, str], Breaker] = {}
+_made_lock = threading.Lock()
+
+
+def breaker(name: str) -> Breaker:
+    """The process's breaker of one store at the address the settings give it now (made on first
+    use): a store moved elsewhere (a failover, a settings change) starts with a closed one."""
+    key = (name, target(name))
+    found = _made.get(key)
+    if found is None:
+        with _made_lock:
+            found = _made.setdefault(key, _new(name))
+    return found
+
+
+def target(name: str) -> str:
+    """Where the store ``name`` is, per the settings (the gauge's ``target`` label)."""
+    if name == "redis":  # host, port and database: never the URL's password
+        url = urlsplit(str(settings.REDIS_URL))
+        return f"{url.hostname}:{url.port or 6379}{url.path}"
+    if name == "hbase":
+        return f"{settings.HBASE['HOST']}:{settings.HBASE['PORT']}"
+    db = settings.DATABASES.get(next((a for a, n in DB_BREAKERS.items() if n == name), ""), {})
+    return f"{db.get('HOST', '')}:{db.get('PORT', '')}"
+
+
+def _new(name: str) -> Breaker:
+    return Breaker(
+        fail_max=settings.BREAKER_FAIL_MAX,
+        reset_timeout=settings.BREAKER_RESET_S,
+        exclude=[_not_counted],
+        name=name,
+        throw_new_error_on_trip=False,  # the call that trips it raises its own error
+    )
+
+
+def guarded(name: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func(*args, **kwargs)`` through the store's breaker; while it is open, the store's own
+    "did not answer" error at once (module docstring)."""
+    try:
+        return breaker(name).call(func, *args, **kwargs)
+    except StoreOpen as exc:
+        if isinstance(exc, (RedisOpen, DatabaseOpen, HBaseOpen)):
+            raise  # a nested call's, already the store's kind
+        raise _open_error(name) from exc
+
+
+def record_failure(name: str, exc: BaseException) -> None:
+    """Count a no-answer the store's client met outside ``guarded`` (the unread fast path's own
+    asyncio connection to Redis)."""
+
+    def fail() -> None:
+        raise exc
+
+    with contextlib.suppress(Exception):  # the caller already handles the failure
+        guarded(name, fail)
+
+
+def closed(name: str) -> bool:
+    """Whether the store's breaker lets calls through without a probe (unread fast path)."""
+    return breaker(name).current_state == pybreaker.STATE_CLOSED
+
+
+def reset() -> None:
+    """Forget every breaker (tests; a settings change): the next call makes a closed one."""
+    with _made_lock:
+        _made.clear()
+
+
+def states() -> dict[tuple[str, str], str]:
+    """(name, target) -> pybreaker's state name, for every breaker this process made."""
+    return {key: b.current_state for key, b in sorted(_made.items())}
+
+
+def read_gauges() -> Iterator[Metric]:
+    gauge = GaugeMetricFamily(
+        "missive_store_breaker_state",
+        "This process's circuit breaker per store: 0 closed, 1 half-open, 2 open.",
+        labels=["breaker", "target"],
+    )
+    for (name, where), state in states().items():
+        gauge.add_metric([name, where], STATE_VALUES.get(state, 0))
+    yield gauge
+
+
+# -- MariaDB: Django connections -----------------------------------------------------------------
+def guard_new_connections() -> None:
+    """Every database connection object Django makes from now on (one per thread and alias:
+    under ASGI each request's thread has its own) is guarded before its first connect
+    (AppConfig.ready). Django has no hook before a connect, so its connection handler's factory
+    is wrapped, on this one handler object."""
+    create = connections.create_connection
+    if getattr(create, "guarded", False):
+        return
+
+    def create_guarded(alias: str) -> Any:
+        connection = create(alias)
+        install_db_guards(connection)
+        return connection
+
+    create_guarded.guarded = True  # type: ignore[attr-defined]
+    connections.create_connection = create_guarded  # type: ignore[method-assign]
+
+
+def install_db_guards(connection: Any) -> None:
+    """This connection's connects and statements go through its store's breaker (once)."""
+    name = DB_BREAKERS.get(connection.alias)
+    if connection.vendor != "mysql" or name is None or getattr(connection, "_breaker", None):
+        return
+    connection._breaker = name
+    connection.execute_wrappers.append(_execute_through(name))
+    connection.connect = _connect_through(name, connection)  # this connection object only
+
+
+def _connect_through(name: str, connection: Any) -> Callable[[], None]:
+    connect = connection.connect
+
+    def guarded_connect() -> None:
+        def run() -> None:
+            with connection.wrap_database_errors:  # the driver's errors as Django's, counted
+                connect()
+
+        guarded(name, run)
+
+    return guarded_connect
+
+
+def _execute_through(name: str) -> Callable[..., Any]:
+    def execute(run: Callable[..., Any], sql: str, params: Any, many: bool, ctx: Any) -> Any:
+        return guarded(name, run, sql, params, many, ctx)
+
+    return execute

@@ -1,0 +1,82 @@
+"""Start-up checks: the configured inbox and group-timeline backends exist and their services
+answer.
+
+Each failure is one Error whose message is one sentence naming the setting and the address, e.g.
+``INBOX_BACKEND=hbase but no HBase Thrift server answers at 127.0.0.1:9090``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+from redis.connection import parse_url
+
+from infra import hbase
+from infra.redis import clustered, get_redis, get_redis_nodes, primaries
+
+
+@register("missive")
+def check_inbox_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    name = settings.INBOX_BACKEND
+    if name not in settings.INBOX_BACKENDS:
+        choices = ", ".join(sorted(settings.INBOX_BACKENDS))
+        return [Error(f"INBOX_BACKEND={name} is not one of: {choices}.", id="missive.E001")]
+    if name == "hbase":
+        try:
+            hbase.ping()
+        except Exception:
+            msg = f"INBOX_BACKEND=hbase but no HBase Thrift server answers at {hbase.address()}"
+            return [Error(msg, id="missive.E002")]
+    return []
+
+
+@register("missive")
+def check_group_timeline_backend(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    name = settings.GROUP_TIMELINE_BACKEND
+    if name not in settings.GROUP_TIMELINE_BACKENDS:
+        choices = ", ".join(sorted(settings.GROUP_TIMELINE_BACKENDS))
+        msg = f"GROUP_TIMELINE_BACKEND={name} is not one of: {choices}."
+        return [Error(msg, id="missive.E010")]
+    if name == "hbase" and settings.INBOX_BACKEND != "hbase":  # else checked just above
+        try:
+            hbase.ping()
+        except Exception:
+            msg = (
+                "GROUP_TIMELINE_BACKEND=hbase but no HBase Thrift server answers at "
+                f"{hbase.address()}"
+            )
+            return [Error(msg, id="missive.E011")]
+    return []
+
+
+@register("missive")
+def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    try:
+        get_redis().ping()
+    except Exception as exc:
+        msg = f"REDIS_URL={settings.REDIS_URL} but Redis does not answer ({exc.__class__.__name__})"
+        return [Error(msg, id="missive.E003")]
+    return check_redis_cluster() if clustered() else []
+
+
+def check_redis_cluster() -> list[CheckMessage]:
+    """Every primary answers, and the broker is not a cluster node (Celery cannot use one)."""
+    for node in primaries():
+        try:
+            node.redis_connection.ping()
+        except Exception as exc:
+            msg = (
+                f"REDIS_CLUSTER=1 but cluster node {node.name} does not answer "
+                f"({exc.__class__.__name__})"
+            )
+            return [Error(msg, id="missive.E004")]
+    broker = parse_url(settings.CELERY_BROKER_URL)
+    nodes = {(n.host, n.port) for n in get_redis_nodes()}
+    if (broker.get("host"), broker.get("port")) in nodes:
+        msg = (
+            "REDIS_CLUSTER=1 but CELERY_BROKER_URL names a cluster node; give Celery a plain Redis"
+        )
+        return [Error(msg, id="missive.E005")]
+    return []

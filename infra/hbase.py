@@ -1,0 +1,88 @@
+"""The project's HBase connection helper: a per-process happybase pool with one retry.
+
+Missive talks to HBase through the Thrift gateway (buffered transport, binary protocol: happybase's
+defaults). Every table name carries HBASE_TABLE_PREFIX, so several deployments (or the test suite)
+share one cluster. The gateway drops idle connections after its socket read timeout; the pool then
+hands out a dead connection once, so ``call`` retries exactly once on a transport error.
+
+Gray failures: the Thrift socket timeout is HBASE["TIMEOUT_MS"] (by default the ``hbase`` row of
+STORE_TIMEOUTS for this process: 2 s in an API process, 10 s in a worker), and every attempt goes
+through the ``hbase`` circuit breaker (infra/breakers.py): while it is open ``call`` fails at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import happybase
+from django.conf import settings
+from thriftpy2.transport import TTransportException
+
+from infra import breakers
+
+T = TypeVar("T")
+TRANSPORT_ERRORS = (TTransportException, socket.error, BrokenPipeError, ConnectionError)
+
+_pools: dict[tuple[int, str], happybase.ConnectionPool] = {}
+
+
+def options() -> dict[str, Any]:
+    return dict(settings.HBASE)
+
+
+def address() -> str:
+    return f"{options()['HOST']}:{options()['PORT']}"
+
+
+def pool() -> happybase.ConnectionPool:
+    opts = options()
+    key = (os.getpid(), f"{address()}/{opts['TABLE_PREFIX']}")
+    if key not in _pools:  # one pool per process: happybase connections do not survive a fork
+        _pools[key] = happybase.ConnectionPool(
+            size=opts["POOL_SIZE"],
+            host=opts["HOST"],
+            port=opts["PORT"],
+            timeout=opts["TIMEOUT_MS"],
+            table_prefix=opts["TABLE_PREFIX"],
+            table_prefix_separator=b"_",
+            autoconnect=False,
+        )
+    return _pools[key]
+
+
+def call(fn: Callable[[happybase.Connection], T]) -> T:
+    """Run ``fn`` with a pooled connection, retrying once on a dropped Thrift connection."""
+    try:
+        return breakers.guarded("hbase", _call_once, fn)
+    except TRANSPORT_ERRORS:
+        # the pool replaced the broken connection; a second failure is real
+        return breakers.guarded("hbase", _call_once, fn)
+
+
+def _call_once(fn: Callable[[happybase.Connection], T]) -> T:
+    with pool().connection() as conn:
+        conn.open()
+        return fn(conn)
+
+
+def table(conn: happybase.Connection, name: str) -> happybase.Table:
+    return conn.table(name)
+
+
+def reset_pools() -> None:
+    _pools.clear()
+
+
+def ping(timeout_s: float = 3.0) -> None:
+    """Raise OSError/TTransportException unless a Thrift gateway answers ``tables()``."""
+    opts = options()
+    conn = happybase.Connection(
+        host=opts["HOST"], port=opts["PORT"], timeout=int(timeout_s * 1000), autoconnect=True
+    )
+    try:
+        conn.tables()
+    finally:
+        conn.close()

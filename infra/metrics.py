@@ -1,0 +1,326 @@
+"""Prometheus metrics at ``/metrics``: counters shared by every process, gauges read at scrape.
+
+**Counters across processes are Redis-backed.** Each process (gunicorn worker, Celery worker)
+adds increments to an in-memory buffer and flushes it into one Redis hash (``metrics:counters``,
+one HINCRBY per series in one pipeline) at most every METRICS_FLUSH_S seconds and at exit; a
+scrape flushes its own process first. The hot path pays a dict update, not a round trip; one
+scrape sees every process of every host; nothing needs a per-host directory cleaned at restart
+(prometheus-client's multiprocess mode would). A process killed mid-interval loses at most that
+interval's increments. A forked child drops the buffer it inherited (its parent flushes it).
+
+Series, each prefixed ``missive_``:
+  convcache_reads_total{tier, result}   conversation-list reads: tier redis | hbase | mysql,
+                                        result hit | miss | beyond | error | saturated
+  convcache_hedges_total                HBase slower than the hedge delay: MySQL asked too
+  convcache_hedge_wins_total{winner}    which tier answered a hedged read first
+  convcache_dropped_total               owner lists a push dropped rather than guess
+  prewarm_total{outcome}                attempt | success | failure
+  prewarm_triggered_total{reason}       unread | burst
+  fanout_recipients_total               messages written into timelines (rate() = fan-out rate)
+  announcements_published_total
+  bulk_outage_waits_total               batches put back to wait out a store outage
+  counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
+  unread_repairs_total                  users whose counters were rebuilt lazily after that
+  redis_refused_writes_total{reason}    writes Redis refused: OOM (maxmemory) | MISCONF (disk)
+  store_breaker_state{breaker}          gauge: this process's circuit breaker per store, 0 closed,
+                                        1 half-open, 2 open (infra/breakers.py)
+  celery_task_retries_total{task}       task runs that ended in a retry (infra/observe.py)
+  celery_task_failures_total{task}      task runs that raised
+  http_request_duration_seconds{route, method, status}   histogram (infra/observe.py): route is
+                                        the URL pattern (``api/v1/campaigns/<str:campaign_id>``)
+  celery_task_duration_seconds{task, state}              histogram: state SUCCESS|FAILURE|RETRY
+  bulk_batch_stage_seconds{stage}       histogram: each stage of every completed campaign batch
+                                        (load, tokens, lease, ..., ledger: bulk/profile.py)
+  build_info{version, python, django}   gauge, always 1
+  celery_queue_length{queue}            gauge: LLEN of the queue on the broker (all priorities)
+  celery_queue_workers{queue}           gauge: live workers consuming the queue (``queue_workers``)
+  prewarm_failure_ratio                 gauge: prewarm failures / finished, last hour (messaging)
+  big_ups                               gauge: owners in the big-UP sets (messaging)
+  event_stream_lag{stream, group}       gauge: delivery-stream entries not yet delivered to the
+                                        consumer group (XINFO lag; storage/events.py); every
+                                        group found, none: no series
+  event_stream_trimmed_unread_total{stream, group}   entries trimmed (stream cap) before the
+                                        group read them: events a lagging gateway lost
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from celery import current_app as app
+from django.conf import settings
+from kombu.exceptions import OperationalError
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from redis.exceptions import RedisError
+
+from infra import broker
+from infra.redis import get_redis
+
+log = logging.getLogger(__name__)
+KEY = "metrics:counters"
+PREFIX = "missive_"
+# kombu's Redis transport keeps each priority level of a queue in its own list
+PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "convcache_reads": ("Conversation-list reads by tier and result.", ("tier", "result")),
+    "convcache_hedges": ("Reads where HBase was slower than the hedge delay.", ()),
+    "convcache_hedge_wins": ("Which tier answered a hedged read first.", ("winner",)),
+    "convcache_dropped": ("Owner lists a push dropped rather than guess.", ()),
+    "prewarm": ("Prewarm attempts and outcomes.", ("outcome",)),
+    "prewarm_triggered": ("Prewarms enqueued, by trigger.", ("reason",)),
+    "fanout_recipients": ("Messages written into recipients' timelines.", ()),
+    "announcements_published": ("Announcements published to all users.", ()),
+    "bulk_outage_waits": ("Batches put back because a store did not answer.", ()),
+    "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
+    "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
+    # gray failures (infra/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
+    "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),
+    # Celery task outcomes per task (infra/observe.py)
+    "celery_task_retries": ("Task runs that ended in a retry.", ("task",)),
+    "celery_task_failures": ("Task runs that raised.", ("task",)),
+}
+
+
+def queues() -> tuple[str, ...]:
+    """The broker queues the project's Celery app declares (``config/celery.py``), read from the
+    app rather than imported, so this module imports nothing above it."""
+    return tuple(queue.name for queue in app.conf.task_queues or ())
+
+
+# Gauges are read at scrape time by the app that owns them: each registers a reader here from its
+# AppConfig.ready (``register_gauges``), so this module imports no app.
+GaugeReader = Callable[[], Iterable[Metric]]
+GAUGES: list[GaugeReader] = []
+
+
+def register_gauges(read: GaugeReader) -> None:
+    if read not in GAUGES:
+        GAUGES.append(read)
+
+
+class _Buffer:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[str, int] = defaultdict(int)
+        self.flushed_at = time.monotonic()
+        self.pid = os.getpid()
+
+
+_buffer = _Buffer()
+
+
+def series(name: str, labels: dict[str, str]) -> str:
+    names = COUNTERS[name][1]
+    return name + "|" + ",".join(f"{k}={labels[k]}" for k in names)
+
+
+def inc(name: str, n: int = 1, **labels: str) -> None:
+    """Count ``n`` on a counter series (flushed to Redis at most every METRICS_FLUSH_S)."""
+    key = series(name, labels)
+    with _buffer.lock:
+        if _buffer.pid != os.getpid():  # a forked child: the parent flushes what it inherited
+            _buffer.pending.clear()
+            _buffer.pid = os.getpid()
+        _buffer.pending[key] += n
+        due = time.monotonic() - _buffer.flushed_at >= settings.METRICS_FLUSH_S
+    if due:
+        flush()
+
+
+def flush() -> None:
+    with _buffer.lock:
+        if _buffer.pid != os.getpid():
+            _buffer.pending.clear()
+            _buffer.pid = os.getpid()
+        pending = dict(_buffer.pending)
+        _buffer.pending.clear()
+        _buffer.flushed_at = time.monotonic()
+    if not pending:
+        return
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        for key, n in pending.items():
+            pipe.hincrby(KEY, key, n)
+        pipe.execute()
+    except RedisError:
+        log.warning("metrics: flush to Redis failed; %d series kept", len(pending))
+        with _buffer.lock:
+            for key, n in pending.items():
+                _buffer.pending[key] += n
+
+
+atexit.register(flush)
+
+
+# -- exposition ------------------------------------------------------------------------------
+def queue_lengths() -> dict[str, int]:
+    pipe = broker.client().pipeline(transaction=False)
+    for queue in queues():
+        for suffix in PRIORITY_SUFFIXES:
+            pipe.llen(queue + suffix)
+    counts = iter(pipe.execute())
+    return {q: sum(next(counts) for _ in PRIORITY_SUFFIXES) for q in queues()}
+
+
+WORKERS_CACHE_S = 2.0  # how long one answer about the workers is reused in this process
+WORKERS_TIMEOUT_S = 0.5  # how long a broadcast waits for the workers' replies
+
+
+class _WorkersAnswer:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.at = -WORKERS_CACHE_S
+        self.counts: dict[str, int] | None = None
+
+
+_workers = _WorkersAnswer()
+
+
+def queue_workers() -> dict[str, int] | None:
+    """Live workers consuming each queue: every worker answers a broadcast (``active_queues``)
+    within WORKERS_TIMEOUT_S; the answer is reused for WORKERS_CACHE_S. None: the broker did not
+    answer (unknown, which is not "no worker")."""
+    with _workers.lock:
+        if time.monotonic() - _workers.at < WORKERS_CACHE_S:
+            return _workers.counts
+        counts: dict[str, int] | None = None
+        try:
+            broker.client().ping()  # fails at once when it is down (kombu would retry for ~6 s)
+            replies = app.control.inspect(timeout=WORKERS_TIMEOUT_S).active_queues() or {}
+            counts = _consumers(replies)
+        except (OSError, RedisError, OperationalError):
+            pass
+        _workers.at, _workers.counts = time.monotonic(), counts
+        return counts
+
+
+def _consumers(replies: Mapping[str, Iterable[Mapping[str, Any]] | None]) -> dict[str, int]:
+    """{worker: [its queues]} → {queue: how many workers consume it}."""
+    counts = dict.fromkeys(queues(), 0)
+    for consumed in replies.values():
+        for name in {q.get("name") for q in consumed or []}:
+            if name in counts:
+                counts[name] += 1
+    return counts
+
+
+class MissiveCollector:
+    def collect(self) -> Iterator[Metric]:
+        stored = get_redis().hgetall(KEY)
+        yield from self._counters(stored)
+        yield from histogram_families(stored)
+        yield from self._gauges()
+
+    def _counters(self, stored: Mapping[Any, Any]) -> Iterator[Metric]:
+        families = {
+            name: CounterMetricFamily(PREFIX + name, help_text, labels=list(labels))
+            for name, (help_text, labels) in COUNTERS.items()
+        }
+        for raw_key, value in stored.items():
+            text = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            name, _, labels = text.partition("|")
+            if name in families:
+                values = [pair.partition("=")[2] for pair in labels.split(",")] if labels else []
+                families[name].add_metric(values, float(value))
+        yield from families.values()
+
+    def _gauges(self) -> Iterator[Metric]:
+        queues = GaugeMetricFamily(
+            PREFIX + "celery_queue_length", "Tasks waiting on the broker.", labels=["queue"]
+        )
+        for queue, length in queue_lengths().items():
+            queues.add_metric([queue], length)
+        yield queues
+        workers = GaugeMetricFamily(
+            PREFIX + "celery_queue_workers", "Live workers consuming the queue.", labels=["queue"]
+        )
+        # no sample when the broker did not answer the ping: unknown is not zero (an alert on
+        # "no worker" must not fire because the broker was slow)
+        for queue, n in (queue_workers() or {}).items():
+            workers.add_metric([queue], n)
+        yield workers
+        for read in GAUGES:
+            yield from read()
+
+
+# -- histograms (durations), kept like the counters -----------------------------------------
+# Each observation adds 1 to the series of the first bucket that holds it, and its duration in
+# whole microseconds to the series' sum: integer increments in the same buffer and Redis hash
+# as the counters (``h|<name>|<labels>|<le>`` and ``h|<name>|<labels>|sum_us``), summed into
+# Prometheus's cumulative buckets at scrape.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "http_request_duration_seconds": (
+        "HTTP request duration by URL pattern, method and status.",
+        ("route", "method", "status"),
+    ),
+    "celery_task_duration_seconds": (
+        "Celery task run duration by task and state.",
+        ("task", "state"),
+    ),
+    "bulk_batch_stage_seconds": (
+        "Wall time of each stage of a completed campaign batch (bulk/profile.py lists them).",
+        ("stage",),
+    ),
+}
+_UNSAFE = str.maketrans({",": "_", "=": "_", "|": "_"})  # the series key's own separators
+
+
+def observe(name: str, seconds: float, **labels: str) -> None:
+    """One duration on histogram ``name`` (flushed with the counters)."""
+    names = HISTOGRAMS[name][1]
+    base = f"h|{name}|" + ",".join(f"{k}={str(labels[k]).translate(_UNSAFE)}" for k in names)
+    le = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "+Inf")
+    with _buffer.lock:
+        if _buffer.pid != os.getpid():
+            _buffer.pending.clear()
+            _buffer.pid = os.getpid()
+        _buffer.pending[f"{base}|{le}"] += 1
+        _buffer.pending[f"{base}|sum_us"] += round(seconds * 1e6)
+        due = time.monotonic() - _buffer.flushed_at >= settings.METRICS_FLUSH_S
+    if due:
+        flush()
+
+
+def histogram_families(stored: Mapping[Any, Any]) -> Iterator[Metric]:
+    found: dict[str, dict[str, dict[str, int]]] = {name: {} for name in HISTOGRAMS}
+    for raw_key, value in stored.items():
+        text = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+        kind, _, rest = text.partition("|")
+        name, _, rest = rest.partition("|")
+        labels, _, le = rest.rpartition("|")
+        if kind == "h" and name in found:
+            found[name].setdefault(labels, {})[le] = int(value)
+    for name, series in found.items():
+        help_text, label_names = HISTOGRAMS[name]
+        family = HistogramMetricFamily(PREFIX + name, help_text, labels=list(label_names))
+        for labels, counts in series.items():
+            values = [pair.partition("=")[2] for pair in labels.split(",")]
+            family.add_metric(values, _cumulative(counts), counts.get("sum_us", 0) / 1e6)
+        yield family
+
+
+def _cumulative(counts: Mapping[str, int]) -> list[tuple[str, float]]:
+    total, buckets = 0, []
+    for le in (*(str(b) for b in DURATION_BUCKETS), "+Inf"):
+        total += counts.get(le, 0)
+        buckets.append((le, float(total)))
+    return buckets
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(MissiveCollector())

@@ -1,0 +1,88 @@
+"""Which failures mean "a store is unavailable" (wait and retry) rather than a bug or bad data.
+
+Transport errors and timeouts from Redis, HBase (its Thrift gateway and the cluster behind it) and
+the database are outages: the API answers 503 with ``Retry-After`` (``api.exceptions``), a
+campaign batch is put back with backoff for as long as BULK_OUTAGE_HORIZON_S and never counted
+as failed. Anything else (a Lua error, a missing table, an unknown column, bad data) is a fault
+that retrying cannot fix.
+
+The database's OperationalError covers both kinds (MySQLdb raises it for a lost connection and for
+an unknown column alike), so it is told apart by the server's error code.
+
+Two more kinds wait like an outage:
+- a circuit breaker that is open (``infra.breakers.StoreOpen``): the store was just found out;
+- Redis refusing writes (``OOM``: maxmemory reached, ``MISCONF``: it cannot persist, say a full
+  disk): the remedy is an operator's, as for an outage, and the data is intact, so a batch waits
+  instead of failing its recipients. The Redis client that meets one calls the hook this app
+  registers (``report_refused_write``, from infra/apps.py), which counts it
+  (``missive_redis_refused_writes_total{reason}``) and logs a WARNING saying what to do.
+
+The classification itself (``store_unavailable``, ``store_down``, ``refused_write``) is in
+infra/store_errors.py, below the clients and their breakers; this module adds what needs the
+clients: probing the stores, the backoff, the refused-write report.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from django.conf import settings
+from django.db import connection
+
+from infra import hbase, metrics
+from infra.redis import ping_all
+from infra.store_errors import refused_write
+from infra.store_errors import store_unavailable as store_unavailable  # the apps ask it here
+
+REFUSED_WRITE_ADVICE = {
+    "OOM": "maxmemory is reached: raise maxmemory or free memory",
+    "MISCONF": "it cannot persist (disk full or not writable?): free disk space or fix its dir",
+}
+REFUSED_LOG_EVERY_S = 10.0
+log = logging.getLogger(__name__)
+
+
+def stores_answer(timeout_s: float = 2.0) -> bool:
+    """Whether every store a batch writes answers now: the database, Redis, and HBase when the
+    inbox or the conversation-list cache lives there."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        ping_all()  # on a cluster, every primary
+        if settings.INBOX_BACKEND == "hbase" or settings.CONVCACHE_HBASE:
+            hbase.ping(timeout_s)
+    except Exception as exc:
+        if store_unavailable(exc) or isinstance(exc, OSError):
+            return False
+        raise
+    return True
+
+
+def backoff_s(attempt: int, cap_s: float) -> float:
+    """Exponential backoff, capped, with jitter (half to all of the step): 1, 2, 4 ... cap."""
+    step = min(cap_s, 2.0 ** min(attempt, 30))
+    return step * random.uniform(0.5, 1.0)
+
+
+_last_refused_log: dict[str, float] = {}
+
+
+def report_refused_write(exc: BaseException) -> None:
+    """Count a write Redis refused and tell the operator what to do (a WARNING at most every
+    REFUSED_LOG_EVERY_S per reason and process: under a campaign every batch meets it)."""
+    reason = refused_write(exc)
+    if reason is None:
+        return
+    metrics.inc("redis_refused_writes", reason=reason)
+    now = time.monotonic()
+    if now - _last_refused_log.get(reason, -REFUSED_LOG_EVERY_S) >= REFUSED_LOG_EVERY_S:
+        _last_refused_log[reason] = now
+        log.warning(
+            "Redis refuses writes: %s (%s); %s. Campaign batches wait and API writes answer "
+            "503 until it accepts them again.",
+            reason,
+            str(exc)[:200],
+            REFUSED_WRITE_ADVICE[reason],
+        )

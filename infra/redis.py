@@ -1,0 +1,343 @@
+"""The process-wide Redis client every app uses for its data keys (redis-py with hiredis).
+
+One Redis (``REDIS_URL``), or a Redis Cluster (``REDIS_CLUSTER=1``, ``REDIS_URL`` naming any of its
+nodes): then ``get_redis`` is redis-py's ``RedisCluster``, which learns the slot map from that node
+and follows MOVED/ASK, failovers and resharding. The Celery broker is not here: it stays on its
+own plain Redis (``infra.broker``), as Celery's Redis transport does not run on a cluster.
+
+The contract every store keeps, so that the same code runs on both:
+- Each Lua call and each multi-key command touches ONE hash slot. Per-user keys carry the tag
+  ``{u:<uid>}``, per-sender quota keys ``{q:<sender>}``; keys read or written together in one
+  script or MULTI share a tag (``{ann}``, ``{msgkey:<node>}``, ``{ch:<channel>}``).
+- A call that spans users is split with ``by_slot`` (one group per slot on a cluster; ONE group,
+  the caller's items unchanged, on a single Redis, so nothing changes there) and the groups are
+  queued on one non-transactional pipeline, which on a cluster sends each node its share, every
+  node's before reading any, so the nodes work in parallel (``_Pipeline``, last point).
+- A one-shot marker that makes such a call idempotent is kept per group, inside the group's slot:
+  ``slot_tag(slot)`` is a hash tag that maps to that slot, so the key name depends on the slot,
+  not on which items happen to be in the group.
+- Scripts are sent by SHA (EVALSHA). A node that lost its script cache (a restart, a replica
+  just promoted: Redis 7 does not replicate SCRIPT LOAD) answers NOSCRIPT; a single call then
+  loads the script and retries (redis-py's ``Script``), and a cluster pipeline loads it on every
+  primary and re-sends only the calls that failed (``_Pipeline``), which therefore never ran.
+- A cluster pipeline (``_Pipeline``: redis-py's ``ClusterPipeline`` with its own ``execute``)
+  routes each command by its first key, writes each node's share in one go to every node before
+  reading any, and sends alone, through ``RedisCluster`` (redirects, slot-map refresh, retries),
+  whatever met MOVED/ASK, a lost connection or a cluster in failover.
+
+Gray failures (infra/timeouts.py, infra/breakers.py): the client connects within the ``redis``
+row of STORE_TIMEOUTS and waits that row's read timeout for a reply (1 s in an API process, 5 s
+in a worker); a lost connection is retried once at once (a restarted Redis), a timeout is not
+(a frozen one would cost the timeout again). Every command and pipeline goes through the
+``redis`` circuit breaker, and a write Redis refuses (OOM, MISCONF) is counted and logged
+(``infra.outages.report_refused_write``, through ``on_refused_write``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import cache
+from typing import Any, TypeVar
+
+import redis
+from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, PipelineStrategy, RedisCluster
+from redis.commands.core import Script
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.retry import Retry
+from redis.typing import KeyT
+
+from infra import breakers, embedded, timeouts
+
+T = TypeVar("T")
+_SCRIPTS: dict[str, Any] = {}  # SHA -> source of every script registered on the cluster client
+REFUSED_WRITE_HOOKS: list[Callable[[redis.ResponseError], None]] = []
+
+
+def _guarded(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func`` through the ``redis`` breaker; a refused write reported on its way out."""
+    try:
+        return breakers.guarded("redis", func, *args, **kwargs)
+    except redis.ResponseError as exc:
+        for hook in REFUSED_WRITE_HOOKS:
+            hook(exc)
+        raise
+
+
+def on_refused_write(hook: Callable[[redis.ResponseError], None]) -> None:
+    """Call ``hook`` with every error reply the client meets (infra.outages counts the OOM and
+    MISCONF ones: registered from infra/apps.py, so this module imports nothing above it)."""
+    if hook not in REFUSED_WRITE_HOOKS:
+        REFUSED_WRITE_HOOKS.append(hook)
+
+
+class _Redis(redis.Redis):
+    """One Redis, every command and pipeline through the breaker (module docstring)."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        return _guarded(super().execute_command, *args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        pipe.__class__ = _GuardedPipeline  # same object, its execute guarded
+        return pipe
+
+
+class _GuardedPipeline(Pipeline):
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return _guarded(super().execute, raise_on_error)
+
+
+class _Cluster(RedisCluster):
+    """``RedisCluster`` whose pipelines survive a node without the scripts (see above), every
+    command and pipeline through the breaker."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        return _guarded(super().execute_command, *args, **kwargs)
+
+    def register_script(self, script: Any) -> Script:
+        found = super().register_script(script)
+        _SCRIPTS[found.sha] = script
+        return found
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> ClusterPipeline:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        pipe.__class__ = _Pipeline  # same object, one method more: its constructor stays redis-py's
+        return pipe
+
+
+class _Pipeline(ClusterPipeline):
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        """Queued like any keyed command (redis-py blocks it in cluster pipelines because a node
+        may lack the script; ``execute`` below handles that)."""
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+
+    def rename(self, src: KeyT, dst: KeyT) -> Any:
+        """Queued like EVALSHA (redis-py blocks it in cluster pipelines; within one slot, as
+        every caller keeps it, it is legal)."""
+        return self.execute_command("RENAME", src, dst)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return _guarded(self._execute, raise_on_error)
+
+    def _execute(self, raise_on_error: bool) -> list[Any]:
+        strategy = self._execution_strategy
+        if not isinstance(strategy, PipelineStrategy):  # MULTI/EXEC (one slot): redis-py's own
+            return super().execute(raise_on_error)
+        queued = [(c.args, c.options) for c in strategy.command_queue]
+        strategy.reset()
+        replies = _by_node(self, queued)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, RETRY_ALONE):
+                replies[i] = _retry(queued[i], reply)
+        first_error = next((r for r in replies if isinstance(r, Exception)), None)
+        if raise_on_error and first_error is not None:
+            raise first_error
+        return replies
+
+
+Queued = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+class Unrouted(redis.RedisError):
+    """A queued command whose node is not found from its first key: it is sent on its own."""
+
+
+# Sent again alone through ``RedisCluster.execute_command``, which follows MOVED/ASK, refreshes
+# the slot map and retries lost connections. A command whose connection was lost may have run
+# already: redis-py's own cluster pipeline retries it the same way; Missive's pipelined scripts
+# carry exactly-once markers, and delivery events are at-least-once anyway.
+RETRY_ALONE = (
+    Unrouted,
+    NoScriptError,
+    MovedError,
+    AskError,
+    TryAgainError,
+    ClusterDownError,
+    SlotNotCoveredError,
+    redis.ConnectionError,
+    redis.TimeoutError,
+)
+NO_KEY = frozenset({"PING", "INFO", "SCRIPT", "CLUSTER", "FLUSHDB", "FLUSHALL", "DBSIZE", "TIME"})
+
+
+def _by_node(pipe: ClusterPipeline, queued: list[Queued]) -> list[Any]:
+    """Each node's commands in one write, every node written before any is read: redis-py's
+    cluster pipeline without its per-command routing cost (a batch's 1,000 unread script calls
+    took ~100 ms through it, 25-40 ms like this, on the shared 2-core test machine with the
+    three masters on it; 5-10 ms on one Redis, measured)."""
+    replies: list[Any] = [Unrouted()] * len(queued)
+    groups: dict[str, tuple[Any, list[int]]] = {}
+    for i, (args, _) in enumerate(queued):
+        slot = _slot(args)
+        if slot is None:
+            continue
+        try:
+            node = pipe.nodes_manager.get_node_from_slot(slot)
+        except SlotNotCoveredError as exc:
+            replies[i] = exc
+            continue
+        groups.setdefault(node.name, (node, []))[1].append(i)
+    sent = []
+    for node, indexes in groups.values():
+        client = pipe.get_redis_connection(node)
+        conn = client.connection_pool.get_connection()
+        sent.append((client, conn, indexes))
+        try:
+            conn.send_packed_command(conn.pack_commands([queued[i][0] for i in indexes]))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            conn.disconnect()
+            indexes[:] = _failed(replies, indexes, exc)
+    for client, conn, indexes in sent:
+        try:
+            _read(client, conn, indexes, queued, replies)
+        finally:
+            client.connection_pool.release(conn)
+    return replies
+
+
+def _read(
+    client: Any, conn: Any, indexes: list[int], queued: list[Queued], replies: list[Any]
+) -> None:
+    done = 0
+    try:
+        for i in indexes:
+            try:
+                replies[i] = client.parse_response(conn, queued[i][0][0], **queued[i][1])
+            except redis.ResponseError as exc:
+                replies[i] = exc
+            done += 1
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        conn.disconnect()  # replies unread: the connection cannot be reused
+        _failed(replies, indexes[done:], exc)
+
+
+def _failed(replies: list[Any], indexes: list[int], exc: Exception) -> list[int]:
+    for i in indexes:
+        replies[i] = exc
+    return []
+
+
+def _slot(args: tuple[Any, ...]) -> int | None:
+    name = str(args[0]).upper()
+    if name in ("EVALSHA", "EVAL"):
+        return key_slot(_bytes(args[3])) if int(args[2]) > 0 else None
+    if name in NO_KEY or len(args) < 2:
+        return None
+    return key_slot(_bytes(args[1]))
+
+
+def _bytes(key: Any) -> bytes:
+    return key if isinstance(key, bytes) else str(key).encode()
+
+
+def _retry(queued: Queued, failure: Exception) -> Any:
+    args, options = queued
+    if isinstance(failure, NoScriptError) and args[1] in _SCRIPTS:
+        get_redis().script_load(_SCRIPTS[args[1]])  # to every primary
+    try:
+        return get_redis().execute_command(*args, **options)
+    except redis.RedisError as exc:
+        return exc
+
+
+def clustered() -> bool:
+    return bool(settings.REDIS_CLUSTER)
+
+
+@cache
+def get_redis() -> redis.Redis:
+    """The client; on a cluster a ``RedisCluster`` (typed as ``redis.Redis``: same commands)."""
+    if settings.REDIS_EMBEDDED:
+        embedded.ensure_started(settings.VAR_DIR)
+    if clustered():
+        client: Any = _Cluster.from_url(settings.REDIS_URL, **_timeouts())
+        return client
+    return _Redis.from_url(settings.REDIS_URL, retry=_retry_policy(), **_timeouts())
+
+
+def _timeouts() -> dict[str, Any]:
+    return {
+        "health_check_interval": 30,
+        "socket_connect_timeout": timeouts.connect_s("redis"),
+        "socket_timeout": timeouts.read_s("redis"),
+    }
+
+
+def _retry_policy() -> Retry:
+    """Once at once on a lost connection; never on a timeout (module docstring)."""
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+
+def slot_of(key: str) -> int:
+    return key_slot(key.encode())
+
+
+def by_slot(items: Iterable[T], key: Callable[[T], str]) -> dict[int, list[T]]:
+    """``items`` grouped by the slot of ``key(item)``; on a single Redis one group, slot 0."""
+    if not clustered():
+        return {0: list(items)}
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(slot_of(key(item)), []).append(item)
+    return groups
+
+
+@cache
+def _slot_tags() -> tuple[str, ...]:
+    """For each slot the shortest decimal tag that hashes to it (found once: ~0.2 s)."""
+    tags: list[str | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+    missing, n = REDIS_CLUSTER_HASH_SLOTS, 0
+    while missing:
+        slot = key_slot(str(n).encode())
+        if tags[slot] is None:
+            tags[slot] = str(n)
+            missing -= 1
+        n += 1
+    return tuple(t or "" for t in tags)
+
+
+def slot_tag(slot: int) -> str:
+    """A hash tag (with its braces) whose keys live in ``slot``."""
+    return "{" + _slot_tags()[slot] + "}"
+
+
+def primaries() -> list[Any]:
+    """The cluster's primary nodes (redis-py ``ClusterNode``s); empty on a single Redis."""
+    client: Any = get_redis()
+    return list(client.get_primaries()) if clustered() else []
+
+
+def ping_all() -> None:
+    """PING every node that holds data (each primary of a cluster); raises if one does not."""
+    client: Any = get_redis()
+    if clustered():
+        client.ping(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        client.ping()
+
+
+def get_redis_nodes() -> list[Any]:
+    """Every node the cluster client knows (primaries and replicas); empty on a single Redis."""
+    client: Any = get_redis()
+    return list(client.get_nodes()) if clustered() else []
+
+
+def run_id() -> str:
+    """Which Redis run serves the data: INFO's ``run_id``, new at every start. On a cluster the
+    primaries' run_ids, sorted: a failover (a replica promoted) or a restart changes it too."""
+    client: Any = get_redis()
+    if not clustered():
+        return str(client.info("server")["run_id"])
+    found = client.info("server", target_nodes=RedisCluster.PRIMARIES)
+    return ",".join(sorted(str(info["run_id"]) for info in found.values()))

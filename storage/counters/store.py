@@ -1,0 +1,134 @@
+"""Unread counters: writes (each one Lua script, so totals equal their parts) and reads (one
+HGETALL or HMGET per request).
+
+Plural first: ``unread_incr_many`` counts one message for many owners in one round trip (a bulk
+batch: a few script calls in one pipeline); a 1:1 send is a fan-out of one. ``marker`` names the
+change (a batch, a message) and makes it idempotent: a redelivered task finds the marker and
+changes nothing.
+
+On a Redis Cluster the owners are grouped by the slot of their ``unread:{u:<uid>}`` hash instead
+(``infra.redis.by_slot``): one script call per slot, queued on the same pipeline, which sends
+each node its calls at once. Each slot's marker lives in that slot
+(``unread:applied:{<slot tag>}:<marker>``, ``infra.redis.slot_tag``) and guards the same owners
+on every attempt, so a batch half applied before a failover or a lost reply is completed, once,
+by the next attempt. A 1,000-owner batch spreads over about 1,000 slots, so it costs about 1,000
+small calls (and marker keys) instead of 4: the price of one slot per script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from infra.redis import by_slot, clustered, get_redis, slot_tag
+from storage.counters import keys, lua
+
+MARKER_TTL_S = 7 * 24 * 3600
+# Owners go to the script in this many groups (uid mod SLICES), all in one pipeline: one call held
+# Redis for 5.8 ms per 1,000 owners (10.5 ms for 2,000, measured), as long as the unread read path
+# may take at p99; a group of 500 takes 2.4 ms.
+# The group of an owner never changes, so each group's marker (``<marker>:<slice>``) guards the
+# same owners on every attempt.
+SLICES = 4
+
+
+def unread_incr_many(
+    *,
+    owner_uids: Sequence[int],
+    peer_uid: int,
+    category: str,
+    marker: str | None,
+    delta: int = 1,
+    client: Any = None,
+) -> int:
+    """Returns how many owners changed (0 on a replay); -1 when queued on a ``client`` pipeline."""
+    if not owner_uids:
+        return 0
+    pipe = client if client is not None else get_redis().pipeline(transaction=False)
+    args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
+    for marker_key, owners in _groups(owner_uids, marker):
+        all_keys = [marker_key, *keys.unread_many(owners)]
+        lua.call("incr_many", all_keys, args, client=pipe)
+    return -1 if client is not None else sum(int(n or 0) for n in pipe.execute())
+
+
+def _groups(owner_uids: Sequence[int], marker: str | None) -> list[tuple[str, list[int]]]:
+    """(marker key, owners) per script call: slices of one Redis, or the slots of a cluster."""
+    if not clustered():
+        slices = _slices(owner_uids).items()
+        return [(keys.applied_marker(f"{marker}:{p}" if marker else "none"), o) for p, o in slices]
+    slots = by_slot(owner_uids, keys.unread).items()
+    return [(keys.applied_marker_in(slot_tag(s), marker or "none"), o) for s, o in slots]
+
+
+def _slices(owner_uids: Sequence[int]) -> dict[int, list[int]]:
+    parts: dict[int, list[int]] = {}
+    for uid in owner_uids:
+        parts.setdefault(uid % SLICES, []).append(uid)
+    return parts
+
+
+def unread_incr(*, owner_uid: int, peer_uid: int, category: str, marker: str | None) -> int:
+    return unread_incr_many(
+        owner_uids=[owner_uid], peer_uid=peer_uid, category=category, marker=marker
+    )
+
+
+def unread_set(*, owner_uid: int, peer_uid: int, category: str, count: int) -> int:
+    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "set", count]))
+
+
+def unread_add(*, owner_uid: int, peer_uid: int, category: str, delta: int) -> int:
+    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "add", delta]))
+
+
+def unread_clear_all(*, owner_uid: int) -> None:
+    get_redis().delete(keys.unread(owner_uid))
+
+
+@dataclass(frozen=True)
+class Replaced:
+    old_total: int
+    new_total: int
+    conversations_changed: int
+    drift: int = 0  # sum over conversations of |old count - new count|
+
+
+def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int]]) -> Replaced:
+    """Atomically replace one user's counters with recomputed ``(peer, category, count)``."""
+    args = [v for peer, category, n in counts for v in (peer, category, n)]
+    old, new, changed, drift = lua.call("replace", [keys.unread(owner_uid)], args)
+    return Replaced(int(old), int(new), int(changed), int(drift))
+
+
+# -- reads -----------------------------------------------------------------------------------
+CATEGORIES = ("followed", "stranger", "business", "system")
+
+
+@dataclass(frozen=True)
+class UnreadSummary:
+    total: int
+    by_category: dict[str, int]
+    by_peer: dict[int, int] = field(default_factory=dict)
+
+
+def unread_summary(uid: int) -> UnreadSummary:
+    # the client is created without decode_responses: names and values are bytes
+    raw = cast("dict[bytes, bytes]", get_redis().hgetall(keys.unread(uid)))
+    by_category = dict.fromkeys(CATEGORIES, 0)
+    by_peer: dict[int, int] = {}
+    for name, value in raw.items():
+        if name.startswith(keys.CATEGORY_PREFIX):
+            by_category[name[2:].decode()] = int(value)
+        elif name.startswith(keys.PEER_PREFIX):
+            by_peer[int(name[2:])] = int(value)
+    return UnreadSummary(int(raw.get(keys.TOTAL, 0)), by_category, by_peer)
+
+
+def unread_for_peers(uid: int, peer_uids: Sequence[int]) -> dict[int, int]:
+    if not peer_uids:
+        return {}
+    fields = [keys.PEER_PREFIX + str(p).encode() for p in peer_uids]
+    values = get_redis().hmget(keys.unread(uid), fields)
+    return {p: int(v or 0) for p, v in zip(peer_uids, values, strict=True)}

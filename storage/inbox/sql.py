@@ -1,0 +1,187 @@
+"""SQL inbox backend: table ``messaging_inbox``, primary key (owner_uid, peer_uid, msgkey).
+
+The clustered primary key keeps one conversation's rows together, so a page is one range read
+(newest first by walking the key backwards). Writes are one multi-row upsert per batch, written
+without the ORM: on MariaDB a 1,000-row batch is one ``INSERT ... ON DUPLICATE KEY UPDATE``
+with the integers inlined (infra/sqlvalues.py), the owners of a bulk batch as one JSON_TABLE.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+
+from django.db import connection, transaction
+
+from infra.sqlvalues import int_rows, json_ids
+from storage.inbox.base import FLAG_RECALLED, RECEIVED, Inbox, InboxEntry, Key
+
+TABLE = "messaging_inbox"
+COLUMNS = "owner_uid, peer_uid, msgkey, direction, flags"
+
+
+HEAD = f"INSERT INTO {TABLE} ({COLUMNS}) "
+ON_DUPLICATE = " ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
+
+
+def upsert_sql(entries: Sequence[InboxEntry]) -> str:
+    if connection.vendor != "mysql":
+        return (
+            f"{HEAD}VALUES {int_rows(entries)} ON CONFLICT (owner_uid, peer_uid, msgkey) "
+            "DO UPDATE SET direction = excluded.direction, flags = excluded.flags"
+        )
+    shared = entries[0][1:]
+    if all(e[1:] == shared for e in entries):  # one message into many timelines
+        return owners_sql([e.owner for e in entries], shared)
+    return f"{HEAD}VALUES {int_rows(entries)}{ON_DUPLICATE}"  # an entry is a row, in COLUMNS order
+
+
+def owners_sql(owners: Sequence[int], shared: Sequence[int]) -> str:
+    """MariaDB: one message into many timelines, the owners as a JSON_TABLE beside the shared
+    (peer, msgkey, direction, flags) (config/sqlvalues.json_ids)."""
+    constants = ", ".join(f"{v:d}" for v in shared)
+    return f"{HEAD}SELECT j.o, {constants} FROM {json_ids(owners, 'o')} AS j{ON_DUPLICATE}"
+
+
+class SqlInbox(Inbox):
+    write_chunk = 1000
+    range_chunk = 5000  # rows per retention range delete
+
+    def _put(self, entries: Sequence[InboxEntry]) -> None:
+        # Inside the caller's transaction (deliver_many) no savepoint: two round trips fewer.
+        with transaction.atomic(savepoint=False), connection.cursor() as cur:
+            for start in range(0, len(entries), self.write_chunk):
+                cur.execute(upsert_sql(entries[start : start + self.write_chunk]))
+
+    def _put_received(self, owners: Sequence[int], peer: int, msgkey: int) -> None:
+        if connection.vendor != "mysql":
+            super()._put_received(owners, peer, msgkey)
+            return
+        with transaction.atomic(savepoint=False), connection.cursor() as cur:
+            for start in range(0, len(owners), self.write_chunk):
+                chunk = owners[start : start + self.write_chunk]
+                cur.execute(owners_sql(chunk, (peer, msgkey, RECEIVED, 0)))
+
+    def _scan(self, owner: int, peer: int, before: int | None, limit: int) -> list[InboxEntry]:
+        sql = f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s"
+        params: list[int] = [owner, peer]
+        if before is not None:
+            sql += " AND msgkey < %s"
+            params.append(before)
+        sql += " ORDER BY msgkey DESC LIMIT %s"
+        with connection.cursor() as cur:
+            cur.execute(sql, [*params, limit])
+            return [InboxEntry(*row) for row in cur.fetchall()]
+
+    def _keys(self, owner: int, peer: int) -> Iterator[Key]:
+        for entry in self._iter_newer(owner, peer, -1):
+            yield entry.key
+
+    def _delete(self, keys: Sequence[Key]) -> None:
+        by_conv: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for owner, peer, msgkey in keys:
+            by_conv[(owner, peer)].append(msgkey)
+        with transaction.atomic(), connection.cursor() as cur:
+            for (owner, peer), msgkeys in by_conv.items():
+                marks = ", ".join(["%s"] * len(msgkeys))
+                cur.execute(
+                    f"DELETE FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s "
+                    f"AND msgkey IN ({marks})",
+                    [owner, peer, *msgkeys],
+                )
+
+    def _peers(self, owner: int) -> Iterator[int]:
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT DISTINCT peer_uid FROM {TABLE} WHERE owner_uid = %s", [owner])
+            yield from (row[0] for row in cur.fetchall())
+
+    # -- set-based overrides of the generic versions --------------------------------------------
+    def get(self, owner: int, peer: int, msgkey: int) -> InboxEntry | None:
+        # A point read; the generic ``msgkey < msgkey + 1`` range overflows SQLite at 2^63 - 1.
+        where = "owner_uid = %s AND peer_uid = %s AND msgkey = %s"
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT {COLUMNS} FROM {TABLE} WHERE {where}", [owner, peer, msgkey])
+            row = cur.fetchone()
+        return InboxEntry(*row) if row else None
+
+    def get_for_owners(self, owners: Sequence[int], peer: int, msgkey: int) -> list[InboxEntry]:
+        found: list[InboxEntry] = []
+        with connection.cursor() as cur:
+            for start in range(0, len(owners), self.write_chunk):
+                chunk = ", ".join(f"{o:d}" for o in owners[start : start + self.write_chunk])
+                cur.execute(
+                    f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid IN ({chunk}) "
+                    "AND peer_uid = %s AND msgkey = %s",
+                    [peer, msgkey],
+                )
+                found += [InboxEntry(*row) for row in cur.fetchall()]
+        return found
+
+    def count(self, owner: int, peer: int) -> int:
+        return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
+
+    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
+        where = (
+            f"owner_uid = %s AND peer_uid = %s AND msgkey > %s AND direction = {RECEIVED} "
+            f"AND (flags & {FLAG_RECALLED}) = 0"
+        )
+        return self._scalar(where, [owner, peer, msgkey])
+
+    def remove_conversation(self, owner: int, peer: int) -> None:
+        with connection.cursor() as cur:
+            cur.execute(
+                f"DELETE FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s", [owner, peer]
+            )
+
+    def remove_all(self, owner: int) -> list[int]:
+        peers = list(self._peers(owner))
+        with connection.cursor() as cur:
+            cur.execute(f"DELETE FROM {TABLE} WHERE owner_uid = %s", [owner])
+        return peers
+
+    # -- retention: set-based ------------------------------------------------------------------
+    def remove_many(self, keys: Iterable[Key]) -> None:
+        """One DELETE per message and ``write_chunk`` owners, on the primary key (a campaign
+        batch's copies share the (peer, msgkey): one statement per 1,000 of them)."""
+        by_message: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for owner, peer, msgkey in keys:
+            by_message[(peer, msgkey)].append(owner)
+        with transaction.atomic(), connection.cursor() as cur:
+            for (peer, msgkey), owners in by_message.items():
+                for start in range(0, len(owners), self.write_chunk):
+                    ids = ", ".join(f"{o:d}" for o in owners[start : start + self.write_chunk])
+                    cur.execute(
+                        f"DELETE FROM {TABLE} WHERE owner_uid IN ({ids}) "
+                        "AND peer_uid = %s AND msgkey = %s",
+                        [peer, msgkey],
+                    )
+
+    def remove_before_many(self, convs: Sequence[tuple[int, int]], before: int) -> int:
+        """A range delete on the primary key per conversation, ``range_chunk`` rows a statement
+        (each its own short transaction: no long lock on a big history). SQLite has no
+        ``DELETE ... LIMIT``: the generic scan-and-delete there."""
+        if connection.vendor != "mysql":
+            return super().remove_before_many(convs, before)
+        removed = 0
+        with connection.cursor() as cur:
+            for owner, peer in convs:
+                while True:
+                    cur.execute(
+                        f"DELETE FROM {TABLE} WHERE owner_uid = %s AND peer_uid = %s "
+                        f"AND msgkey < %s LIMIT {self.range_chunk:d}",
+                        [owner, peer, before],
+                    )
+                    removed += cur.rowcount
+                    if cur.rowcount < self.range_chunk:
+                        break
+        return removed
+
+    def count_before(self, owner: int, peer: int, before: int) -> int:
+        return self._scalar(
+            "owner_uid = %s AND peer_uid = %s AND msgkey < %s", [owner, peer, before]
+        )
+
+    def _scalar(self, where: str, params: list[int]) -> int:
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {TABLE} WHERE {where}", params)
+            return int(cur.fetchone()[0])

@@ -1,0 +1,229 @@
+"""The binlog follower on real MariaDB, Redis and HBase: rows changed with plain SQL, behind the
+application's back, show in the API's answers within a second.
+
+Each test runs ``Follower`` (what ``manage.py cache_follow`` runs) in a thread of its own with a
+server_id of its own, on the test database; the changes are committed (transactional tests), as
+the binlog holds only committed transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from cachesync import lag, position
+from cachesync.binlog import Follower
+from infra.redis import get_redis
+from messaging.convcache import hbase_tier
+from messaging.convcache import keys as cache_keys
+from tests.api.factories import Api
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FOLLOWS_WITHIN_S = 1.0
+
+
+class Running:
+    """A follower in a thread; ``start`` again after ``stop`` resumes from the saved GTID."""
+
+    def __init__(self) -> None:
+        self.server_id = random.randrange(10_000, 4_000_000_000)
+        self.follower: Follower | None = None
+        self.thread: threading.Thread | None = None
+        self.errors: list[BaseException] = []
+
+    def start(self) -> Follower:
+        follower = Follower(server_id=self.server_id, stop=threading.Event())
+        self.follower, self.thread = follower, threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert follower.started.wait(5), "the follower did not start"
+        return follower
+
+    def _run(self) -> None:
+        assert self.follower is not None
+        try:
+            self.follower.run()
+        except BaseException as exc:  # the test reads it
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        if self.follower is not None and self.thread is not None:
+            self.follower.stop.set()
+            self.thread.join(10)
+            assert not self.thread.is_alive(), "the follower did not stop"
+        assert not self.errors, self.errors
+
+    def caught_up(self) -> bool:
+        assert self.follower is not None
+        now = position.Gtids.parse(position.primary_now()).by_domain
+        mine = self.follower.applied.by_domain
+        return all(d in mine and _seq(mine[d]) >= _seq(g) for d, g in now.items())
+
+
+def _seq(gtid: str) -> int:
+    return int(gtid.rsplit("-", 1)[1])
+
+
+@pytest.fixture
+def follow() -> Iterator[Running]:
+    running = Running()
+    running.start()
+    yield running
+    running.stop()
+
+
+def sql(statement: str, *params: Any) -> int:
+    """One statement through a raw cursor, committed at once (autocommit)."""
+    with connection.cursor() as cur:
+        cur.execute(statement, params)
+        return int(cur.rowcount)
+
+
+def direct(bff: Api, owner: int) -> dict[int, dict[str, Any]]:
+    page = bff.conversations(owner)["results"]
+    return {int(c["peer_uid"]): c for c in page if c["kind"] == "direct"}
+
+
+def follows(check: Callable[[], Any]) -> None:
+    wait_for(check, timeout=FOLLOWS_WITHIN_S, every=0.02)
+
+
+def cached(owner: int) -> bool:
+    """Both tiers hold the owner's list (Redis filled, the HBase row built)."""
+    in_redis = get_redis().exists(cache_keys.cache_keys(owner)[0])
+    return bool(in_redis) and hbase_tier.read(owner).fill is not None
+
+
+def in_hbase(owner: int, peer: int) -> Any:
+    fill = hbase_tier.read(owner).fill
+    assert fill is not None
+    return next(p.summary() for p in fill.entries if p.peer == peer)
+
+
+def test_a_conversation_changed_in_sql_shows_in_the_list_from_both_tiers(
+    follow: Running, pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    alice, bob = pair
+    sender.sent(alice, bob, "hello")
+    assert direct(bff, bob)[alice]["pinned"] is False
+    wait_for(lambda: cached(bob), timeout=5)
+
+    changed = sql(
+        "UPDATE messaging_conversation SET pinned = 1 WHERE owner_uid = %s AND peer_uid = %s",
+        bob,
+        alice,
+    )  # no mtime: the follower bumps it, as the application does
+    assert changed == 1
+    follows(lambda: direct(bff, bob)[alice]["pinned"] is True)
+
+    assert in_hbase(bob, alice).pinned is True
+    get_redis().delete(*cache_keys.cache_keys(bob))  # the next read comes from HBase
+    assert direct(bff, bob)[alice]["pinned"] is True
+
+
+def test_a_message_recalled_or_edited_in_sql_shows_in_the_list_and_history(
+    follow: Running, pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    alice, bob = pair
+    first = sender.sent(alice, bob, "first")
+    last = sender.sent(alice, bob, "a typo")
+    assert direct(bff, bob)[alice]["last_message"]["preview"] == "a typo"
+
+    body = json.dumps({"type": "text", "text": "fixed"})
+    sql("UPDATE messaging_message SET body = %s WHERE msgkey = %s", body, int(last))
+    follows(lambda: direct(bff, bob)[alice]["last_message"]["preview"] == "fixed")
+    follows(lambda: direct(bff, alice)[bob]["last_message"]["preview"] == "fixed")
+
+    sql("UPDATE messaging_message SET status = 1 WHERE msgkey = %s", int(last))
+    follows(lambda: direct(bff, bob)[alice]["last_message"]["preview"] == "[recalled]")
+    history = {m["msgkey"]: m["status"] for m in bff.history(bob, alice)["results"]}
+    assert history == {last: "recalled", first: "normal"}
+
+
+def test_a_conversation_deleted_in_sql_leaves_the_list(
+    follow: Running, pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    alice, bob = pair
+    sender.sent(alice, bob)
+    assert alice in direct(bff, bob)
+    sql("DELETE FROM messaging_conversation WHERE owner_uid = %s AND peer_uid = %s", bob, alice)
+    follows(lambda: alice not in direct(bff, bob))
+    assert bob in direct(bff, alice)  # the other side is another row
+
+
+def test_a_restart_resumes_from_the_saved_gtid_and_applies_each_change_once(
+    pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    alice, bob = pair
+    running = Running()
+    first = running.start()
+    try:
+        sender.sent(alice, bob)
+        assert direct(bff, bob)[alice]["muted"] is False
+        wait_for(running.caught_up, timeout=5)
+    finally:
+        running.stop()
+    assert position.load() == first.applied.text()
+
+    sql(  # while it is down: the cached list does not follow
+        "UPDATE messaging_conversation SET muted = 1, mtime = mtime + 1 "
+        "WHERE owner_uid = %s AND peer_uid = %s",
+        bob,
+        alice,
+    )
+    assert direct(bff, bob)[alice]["muted"] is False
+
+    again = running.start()
+    try:
+        follows(lambda: direct(bff, bob)[alice]["muted"] is True)
+        wait_for(running.caught_up, timeout=5)
+        assert again.progress.applied == 1  # the change made while it was down, once
+    finally:
+        running.stop()
+
+
+def test_an_older_version_never_overwrites_a_newer_entry(
+    pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    """Replayed late (the follower was down), a deletion's tombstone (old mtime + 1) loses to the
+    conversation the application re-created meanwhile."""
+    alice, bob = pair
+    running = Running()
+    running.start()
+    try:
+        sender.sent(alice, bob, "one")
+        wait_for(running.caught_up, timeout=5)
+    finally:
+        running.stop()
+
+    sql("DELETE FROM messaging_conversation WHERE owner_uid = %s AND peer_uid = %s", bob, alice)
+    sender.sent(alice, bob, "two")  # re-created, newer mtime, pushed by the application
+    assert direct(bff, bob)[alice]["last_message"]["preview"] == "two"
+
+    again = running.start()
+    try:
+        wait_for(running.caught_up, timeout=5)
+        assert again.progress.applied >= 1  # the deletion, replayed
+        assert direct(bff, bob)[alice]["last_message"]["preview"] == "two"
+    finally:
+        running.stop()
+
+
+def test_the_lag_is_a_metric(follow: Running, pair: tuple[int, int], sender: Api) -> None:
+    alice, bob = pair
+    sender.sent(alice, bob)
+    wait_for(lambda: lag.read() is not None, timeout=5)
+    response = Client().get("/metrics")
+    assert response.status_code == 200
+    families = text_string_to_metric_families(response.content.decode())
+    samples = {s.name: s.value for f in families for s in f.samples}
+    assert 0 <= samples["missive_binlog_lag_seconds"] < 5
+    assert 0 <= samples["missive_binlog_lag_sample_age_seconds"] < 5

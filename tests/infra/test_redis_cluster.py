@@ -1,0 +1,196 @@
+"""Missive on a real Redis Cluster (scripts/services: 3 masters, 3 replicas on :7000-7005).
+
+Run by ``make test``'s cluster pass (REDIS_CLUSTER=1, REDIS_URL naming a node); anywhere else
+these tests fail, they do not skip. A campaign's keys spread over every master; the unread fast
+path's multiplexed client routes each command to its slot's node and follows a changed map; a
+node that lost its scripts is sent them again; a node that does not answer stops the start-up
+check with one sentence; and a master killed with -9 mid-campaign (its replica takes over, it
+comes back as a replica) leaves the campaign finished exactly once, with ``unread_rebuild``
+restoring exact counters (replication is asynchronous: the promoted replica may miss the dead
+master's last writes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import hiredis
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import override_settings
+
+from bulk.models import Campaign, ChannelSetting
+from infra import checks
+from infra import redis as config_redis
+from infra.outages import store_unavailable
+from infra.redis import get_redis, primaries
+from infra.redis_mux import ClusterMux
+from storage.counters import keys as unread_keys
+from storage.counters.store import unread_incr_many, unread_summary
+from tests.bulk.helpers import Scenario, _assert_unread_is_one_each, business_with_followers, launch
+from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status, reconnecting
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.redis_cluster
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_DIR = ROOT / "var" / "services" / "redis-cluster"
+RECIPIENTS = 3000
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cluster() -> None:
+    assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 and REDIS_URL naming a cluster node"
+    assert get_redis().cluster_info()["cluster_state"] == "ok"  # type: ignore[attr-defined]
+    assert len(primaries()) == 3
+
+
+def keys_per_master() -> dict[str, int]:
+    return {node.name: int(node.redis_connection.dbsize()) for node in primaries()}
+
+
+def test_one_campaigns_keys_spread_over_every_master(
+    workers: Any, uids: Callable[..., Any]
+) -> None:
+    scenario = business_with_followers(uids(301))
+    workers.start(queues="bulk.daily", concurrency=2)
+    campaign = launch(scenario)
+    wait_for(lambda: beat_and_status(campaign.pk) == "finished", timeout=120, every=0.5)
+    per_master = keys_per_master()
+    assert all(n > 0 for n in per_master.values()), per_master
+    owners = {n.name: 0 for n in primaries()}
+    client: Any = get_redis()
+    for uid in scenario.followers:
+        owners[client.get_node_from_key(unread_keys.unread(uid)).name] += 1
+    assert all(n > 0 for n in owners.values()), owners
+    assert {u for u in scenario.followers if unread_summary(u).total != 1} == set()
+
+
+def test_a_batch_spanning_every_slot_counts_once_per_marker(uids: Callable[..., Any]) -> None:
+    owners = uids(500)
+    args = {"owner_uids": owners, "peer_uid": 7, "category": "business", "marker": "b1"}
+    assert unread_incr_many(**args) == 500
+    get_redis().script_flush()  # every primary forgets the scripts (a restart, a promotion)
+    assert unread_incr_many(**args) == 0  # the replay: each slot's marker says done
+    assert unread_incr_many(**{**args, "marker": "b2"}) == 500
+    assert {u for u in owners if unread_summary(u).total != 2} == set()
+
+
+def test_the_fast_path_client_routes_by_slot_and_follows_a_new_map(
+    uids: Callable[..., Any],
+) -> None:
+    users = uids(64)
+    client: Any = get_redis()
+    client.mset_nonatomic({unread_keys.unread(u).replace("unread", "mux"): u for u in users})
+
+    async def main() -> tuple[list[Any], list[Any], list[Any]]:
+        client = ClusterMux(settings.REDIS_URL)
+        try:
+            commands = [["GET", unread_keys.unread(u).replace("unread", "mux")] for u in users]
+            first = await client.pipeline(commands)
+            client.owner = [client.owner[0]] * len(client.owner)  # a stale map: one node for all
+            stale = await client.pipeline(commands)
+            again = await client.pipeline(commands)
+            return first, stale, again
+        finally:
+            await client.aclose()
+
+    first, stale, again = asyncio.run(main())
+    assert first == again == [str(u).encode() for u in users]
+    moved = [r for r in stale if isinstance(r, hiredis.ReplyError)]
+    assert moved
+    assert all(str(r).startswith("MOVED") for r in moved)
+
+
+def test_a_cluster_node_that_does_not_answer_stops_the_start_up_check() -> None:
+    with override_settings(REDIS_URL="redis://127.0.0.1:7999/0"):
+        config_redis.get_redis.cache_clear()
+        try:
+            [error] = checks.check_redis()
+        finally:
+            config_redis.get_redis.cache_clear()
+    assert error.id == "missive.E003"
+    assert error.msg.startswith("REDIS_URL=redis://127.0.0.1:7999/0 but Redis does not answer")
+
+
+def test_a_cluster_that_does_not_answer_is_an_outage_to_wait_out_not_a_bug() -> None:
+    with override_settings(REDIS_URL="redis://127.0.0.1:7999/0"):
+        config_redis.get_redis.cache_clear()
+        try:
+            with pytest.raises(Exception) as raised:  # noqa: PT011 - redis-py's cluster error
+                config_redis.get_redis()
+        finally:
+            config_redis.get_redis.cache_clear()
+    assert store_unavailable(raised.value)  # so: 503 with Retry-After, batches put back
+
+
+def test_a_broker_on_a_cluster_node_stops_the_start_up_check() -> None:
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:7001/0"):
+        [error] = checks.check_redis()
+    assert error.id == "missive.E005"
+    assert "give Celery a plain Redis" in error.msg
+    assert checks.check_redis() == []  # the real settings: the broker on the plain Redis
+
+
+# -- a master killed with -9 mid-campaign --------------------------------------------------------
+def master_pid_and_port() -> tuple[int, int]:
+    """A master other than the one REDIS_URL names (every client's first contact)."""
+    seed = int(settings.REDIS_URL.rsplit(":", 1)[1].split("/")[0])
+    node = next(n for n in primaries() if int(n.port) != seed)
+    pid = int((CLUSTER_DIR / str(node.port) / "redis.pid").read_text().strip())
+    return pid, int(node.port)
+
+
+def services(action: str, name: str) -> None:
+    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
+    subprocess.run(
+        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
+    )
+
+
+@pytest.fixture
+def campaign_setup(workers: Any, uids: Callable[[int], list[int]]) -> Iterator[Scenario]:
+    workers.env.update({"BULK_LEASE_S": "3"})
+    with override_settings(BULK_LEASE_S=3):
+        ChannelSetting.objects.create(channel="daily", rate_per_s=1000, batch_size=200)
+        scenario = business_with_followers(uids(RECIPIENTS + 1), blocked_every=101)
+        workers.start(queues="bulk.daily", concurrency=2)
+        yield scenario
+    services("start", "redis-cluster")  # whatever happened, six nodes and cluster_state:ok
+
+
+def test_a_master_killed_mid_campaign_fails_over_and_the_campaign_finishes_once(
+    campaign_setup: Scenario,
+) -> None:
+    scenario = campaign_setup
+    campaign = launch(scenario)
+    wait_for(lambda: Campaign.objects.get(pk=campaign.pk).delivered >= RECIPIENTS // 4, timeout=120)
+    pid, port = master_pid_and_port()
+    os.kill(pid, signal.SIGKILL)
+    survivor: Any = get_redis()
+    wait_for(lambda: _serves_again(survivor, port), timeout=60, every=0.5)
+    assert Campaign.objects.get(pk=campaign.pk).delivered < len(scenario.expected), "too late"
+    services("start", "redis-cluster")  # the dead master comes back, as its successor's replica
+    assert port not in {int(n.port) for n in primaries()}
+    wait_for(reconnecting(lambda: beat_and_status(campaign.pk) == "finished"), 300, every=0.5)
+    call_command("unread_rebuild", "--all")  # what the failover lost, recomputed from the truth
+    _assert_unread_is_one_each(scenario.expected, scenario.sender)
+    assert_every_recipient_exact(Campaign.objects.get(pk=campaign.pk), scenario)
+
+
+def _serves_again(client: Any, dead_port: int) -> bool:
+    """Every slot has a live master again (the dead one's replica was promoted)."""
+    try:
+        client.nodes_manager.initialize()
+        alive = {int(n.port) for n in client.get_primaries()}
+        return dead_port not in alive and client.cluster_info()["cluster_state"] == "ok"
+    except Exception:
+        time.sleep(0.2)
+        return False
