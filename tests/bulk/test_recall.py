@@ -82,15 +82,15 @@ def test_a_recall_run_again_or_interrupted_counts_each_copy_down_once(
     scenario, first, _ = two_campaigns(uids)
     message_recall(msgkey=first.msgkey or 0, actor_uid=scenario.sender)
     inbox_class = type(get_inbox())
-    real_set_flags = inbox_class.set_flags
+    real_recall_many = inbox_class.recall_many
 
     def die(*args: object, **kwargs: object) -> None:
         raise ConnectionError("worker killed between the decrement and the flags")
 
-    monkeypatch.setattr(inbox_class, "set_flags", die)
+    monkeypatch.setattr(inbox_class, "recall_many", die)
     with pytest.raises(ConnectionError):
         recall_every_batch(first)
-    monkeypatch.setattr(inbox_class, "set_flags", real_set_flags)
+    monkeypatch.setattr(inbox_class, "recall_many", real_recall_many)
     recall_every_batch(first)  # the redelivered tasks
     recall_every_batch(first)  # and once more, after they finished
 
