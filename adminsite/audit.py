@@ -28,38 +28,39 @@ __all__ = ["ADDITION", "CHANGE", "DELETION", "AuditedAdmin", "record", "record_m
 def record(request: HttpRequest, obj: Model, message: str, flag: int = CHANGE) -> LogEntry | None:
     """Log ``message`` as ``request.user``'s action on ``obj``; None when no operator is logged in
     (a management command or a test without a user)."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
+    user = _operator(request)
+    if user is None:
         return None
-    return LogEntry.objects.create(
-        user_id=user.pk,
-        content_type_id=ContentType.objects.get_for_model(obj, for_concrete_model=False).pk,
-        object_id=str(obj.pk),
-        object_repr=str(obj)[:200],
-        action_flag=flag,
-        change_message=message,
-    )
+    entry = _entry(user.pk, obj, message, flag)
+    entry.save()
+    return entry
 
 
 def record_many(
     request: HttpRequest, objs: Iterable[Model], message: str, flag: int = CHANGE
 ) -> int:
     """``record`` for each of ``objs`` in one INSERT; returns how many entries were written."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
+    user = _operator(request)
+    if user is None:
         return 0
-    entries = [
-        LogEntry(
-            user_id=user.pk,
-            content_type_id=ContentType.objects.get_for_model(obj, for_concrete_model=False).pk,
-            object_id=str(obj.pk),
-            object_repr=str(obj)[:200],
-            action_flag=flag,
-            change_message=message,
-        )
-        for obj in objs
-    ]
+    entries = [_entry(user.pk, obj, message, flag) for obj in objs]
     return len(LogEntry.objects.bulk_create(entries))
+
+
+def _operator(request: HttpRequest) -> Any:
+    user = getattr(request, "user", None)
+    return user if user is not None and user.is_authenticated else None
+
+
+def _entry(user_id: int, obj: Model, message: str, flag: int) -> LogEntry:
+    return LogEntry(
+        user_id=user_id,
+        content_type_id=ContentType.objects.get_for_model(obj, for_concrete_model=False).pk,
+        object_id=str(obj.pk),
+        object_repr=str(obj)[:200],
+        action_flag=flag,
+        change_message=message,
+    )
 
 
 class AuditedAdmin(admin.ModelAdmin):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Iterator
 
 import happybase  # noqa: F401  (loads the Hbase_thrift module below)
 from django.db import InterfaceError, OperationalError
@@ -54,14 +55,17 @@ REFUSED_WRITE = re.compile(r"(?:^|\W)(OOM|MISCONF) ")
 
 def store_unavailable(exc: BaseException) -> bool:
     """True when ``exc`` (or what caused it) says a store did not answer, not that we are wrong."""
+    return any(_unavailable(e) for e in _chain(exc))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what caused it, each once (``__cause__``, else ``__context__``)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if _unavailable(current):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -86,14 +90,7 @@ def _db_unavailable(exc: OperationalError) -> bool:
 def store_down(exc: BaseException) -> bool:
     """True when ``exc`` (or what caused it) says a store did not answer at all: what a circuit
     breaker counts (infra/breakers.py)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if _down(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(_down(e) for e in _chain(exc))
 
 
 def _down(exc: BaseException) -> bool:

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from functools import cache
+from typing import cast
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 
+from storage import backends
 from storage.inbox.base import Inbox, InboxEntry, InboxPage
 
 __all__ = ["Inbox", "InboxEntry", "InboxPage", "get_inbox", "inbox_for"]
 
+_cached = backends.per_process("INBOX_BACKENDS")
+
 
 def inbox_for(name: str) -> Inbox:
-    backend: type[Inbox] = import_string(settings.INBOX_BACKENDS[name])
-    return backend()
-
-
-@cache
-def _cached(name: str) -> Inbox:
-    return inbox_for(name)
+    return cast(Inbox, backends.load("INBOX_BACKENDS", name))
 
 
 def get_inbox() -> Inbox:
-    return _cached(settings.INBOX_BACKEND)
+    return cast(Inbox, _cached(settings.INBOX_BACKEND))

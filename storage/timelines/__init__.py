@@ -3,25 +3,21 @@
 
 from __future__ import annotations
 
-from functools import cache
+from typing import cast
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 
+from storage import backends
 from storage.timelines.base import GroupEntry, GroupPage, GroupTimeline
 
 __all__ = ["GroupEntry", "GroupPage", "GroupTimeline", "get_timeline", "timeline_for"]
 
+_cached = backends.per_process("GROUP_TIMELINE_BACKENDS")
+
 
 def timeline_for(name: str) -> GroupTimeline:
-    backend: type[GroupTimeline] = import_string(settings.GROUP_TIMELINE_BACKENDS[name])
-    return backend()
-
-
-@cache
-def _cached(name: str) -> GroupTimeline:
-    return timeline_for(name)
+    return cast(GroupTimeline, backends.load("GROUP_TIMELINE_BACKENDS", name))
 
 
 def get_timeline() -> GroupTimeline:
-    return _cached(settings.GROUP_TIMELINE_BACKEND)
+    return cast(GroupTimeline, _cached(settings.GROUP_TIMELINE_BACKEND))
