@@ -1,22 +1,27 @@
-"""Domain errors. Each carries the API error code and HTTP status it maps to (see API.md)."""
+"""Domain errors. Each carries the API error code and HTTP status it maps to (see API.md).
+
+``MissiveError`` and ``InvalidInput`` (400 ``invalid``) are defined on the platform floor
+(infra/errors.py) so the storage floor can raise them without importing this package; they are
+re-exported here, the one place the apps import errors from.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from infra.errors import InvalidInput, MissiveError
 
-
-class MissiveError(Exception):
-    code = "error"
-    status = 400
-
-    def __init__(self, detail: str, fields: dict[str, Any] | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.fields = fields
-
-
-class InvalidInput(MissiveError):
-    code = "invalid"
+__all__ = [
+    "Blocked",
+    "Conflict",
+    "Forbidden",
+    "InvalidInput",
+    "LengthRequired",
+    "MissiveError",
+    "NotFound",
+    "RateLimited",
+    "RetryLater",
+    "TooLarge",
+    "Unavailable",
+]
 
 
 class Forbidden(MissiveError):

@@ -6,13 +6,19 @@ class BulkConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """What bulk adds to messaging, registered here (one mechanism): a recall of a campaign's
-        message reaches its recipients through the campaign's batches, and a message's admin
-        page links to the campaigns that sent it."""
+        """What bulk registers (one mechanism): a recall of a campaign's message reaches its
+        recipients through the campaign's batches; a message's admin page links to the campaigns
+        that sent it; the modules that enqueue bulk's tasks get the task objects (bulk/tasks.py
+        imports them, so they cannot import it)."""
+        from bulk import recall, services, tasks
         from bulk.admin import campaign_links
-        from bulk.recall import campaign_recall
         from messaging.admin import register_message_links
         from messaging.services import register_recall_fanout
 
-        register_recall_fanout(campaign_recall)
+        register_recall_fanout(recall.campaign_recall)
         register_message_links(campaign_links)
+        for channel, task in tasks.PLAN.items():
+            services.PLAN_TASK[channel].bind(task)
+        for channel, task in tasks.RUN_BATCH.items():
+            services.RUN_BATCH_TASK[channel].bind(task)
+        recall.TASK.bind(tasks.recall_batch)

@@ -3,7 +3,8 @@
 A recall of the campaign's msgkey (``messaging.services.message_recall``: the sender within the
 recall window, or an operator) flags the content recalled, stops the campaign (cancelled, if it
 had not ended) and enqueues one ``bulk.recall_batch`` task per batch of the ledger on the
-``messaging`` queue, so a recall never waits behind a channel's backlog. A batch task:
+``messaging`` queue, so a recall never waits behind a channel's backlog (``TASK``, bound to
+bulk/tasks.py's ``recall_batch`` by BulkConfig.ready: that module runs this one). A batch task:
 
 1. owns the batch: a finished one (done or failed) is left as it is; a pending one, or one whose
    worker died, is leased and closed as done with nothing delivered, so no worker delivers it
@@ -46,6 +47,7 @@ from bulk.ledger import BatchResult
 from bulk.models import BatchState, Campaign, CampaignBatch
 from bulk.services import campaign_cancel
 from infra.redis import get_redis
+from infra.taskref import TaskRef
 from messaging.models import Message, MessageStatus
 from messaging.services import copies_recall_many
 from storage.inbox import get_inbox
@@ -54,7 +56,7 @@ RETRY_IN_S = 5
 RESEND_EVERY_S = 30
 RESEND_LOOKBACK = timedelta(days=7)  # well inside RECALLED_TTL_S: the progress set outlives it
 RECALLED_TTL_S = 30 * 86400  # the recall progress outlives any recall by far
-TASK = "bulk.recall_batch"
+TASK = TaskRef()
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,12 @@ def campaign_recall(message: Message) -> int:
     return len(ids)
 
 
-def enqueue(batch_ids: Sequence[int], countdown: float | None = None) -> None:
+def enqueue(batch_ids: Sequence[int], countdown: float = 0.0) -> None:
+    """One recall task per batch, through one broker producer; ``countdown`` 0: right away."""
+    task = TASK.task
     with current_app.producer_or_acquire() as producer:
         for batch_id in batch_ids:
-            current_app.send_task(TASK, args=[batch_id], countdown=countdown, producer=producer)
+            task.apply_async(args=(batch_id,), countdown=countdown, producer=producer)
 
 
 def batch_recall(batch_id: int) -> BatchRecall:

@@ -2,6 +2,12 @@
 
 Task names carry the channel (``bulk.daily.*`` / ``bulk.priority.*``), and config/celery.py routes
 by name, so each channel has its own queue and workers.
+
+Tasks are sent by reference, never by a name in a string. This module imports what its tasks
+run (bulk.fanout, bulk.recall) at the top, and nothing imports it back: the code that enqueues
+these tasks (bulk.services, bulk.recall) sits below it, declares an ``infra.taskref.TaskRef``, and
+BulkConfig.ready binds it to the task object (``PLAN`` and ``RUN_BATCH``: channel → task). The
+same convention holds in every app (docs/design.md, "Layers").
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from bulk import fanout, recall
+from bulk.models import Channel
 from infra.outages import backoff_s, store_unavailable
 
 log = logging.getLogger(__name__)
@@ -77,6 +84,10 @@ def plan_priority(campaign_id: int) -> bool:
     return fanout.campaign_plan_step(campaign_id, capped=True)
 
 
+PLAN: dict[str, Task] = {Channel.DAILY: plan_daily, Channel.PRIORITY: plan_priority}
+RUN_BATCH: dict[str, Task] = {Channel.DAILY: run_batch_daily, Channel.PRIORITY: run_batch_priority}
+
+
 @shared_task(name="bulk.sweep", acks_late=True)
 def sweep() -> dict[str, Any]:
     """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused;
@@ -85,7 +96,7 @@ def sweep() -> dict[str, Any]:
     return {**fanout.sweep().__dict__, "recalls_resent": recall.resend_unfinished()}
 
 
-@shared_task(name=recall.TASK, bind=True, acks_late=True, max_retries=30)
+@shared_task(name="bulk.recall_batch", bind=True, acks_late=True, max_retries=30)
 def recall_batch(self: Task, batch_id: int) -> str:
     """A campaign's message was recalled: take it back from one batch's recipients."""
     try:

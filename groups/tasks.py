@@ -1,4 +1,9 @@
-"""Celery interface of the groups app: one service call each."""
+"""Celery interface of the groups app: one service call each.
+
+This module imports the services its tasks run at the top and nothing imports it back; the
+beat sends these tasks. Code below that had to enqueue one would hold an ``infra.taskref.TaskRef``
+bound in GroupsConfig.ready, never a name in a string (docs/design.md, "Layers").
+"""
 
 from __future__ import annotations
 

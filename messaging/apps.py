@@ -8,8 +8,10 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         # Models must be loaded before these modules import them (hence not at the top).
         from infra import metrics
+        from messaging import tasks
         from messaging.convcache import prewarm
         from storage import events
 
         metrics.register_gauges(prewarm.gauges)
         metrics.register_gauges(events.stream_metrics)
+        prewarm.TASK.bind(tasks.convcache_prewarm)  # it runs prewarm, so prewarm cannot import it

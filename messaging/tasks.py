@@ -1,4 +1,10 @@
-"""Celery interface of the messaging app: ids and plain JSON in, one service call each."""
+"""Celery interface of the messaging app: ids and plain JSON in, one service call each.
+
+Tasks are sent by reference, never by a name in a string. This module imports what its tasks
+run at the top, and nothing imports it back: ``messaging.convcache.prewarm`` enqueues
+``convcache_prewarm`` through an ``infra.taskref.TaskRef`` that MessagingConfig.ready binds to it
+(docs/design.md, "Layers").
+"""
 
 from __future__ import annotations
 

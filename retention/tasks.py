@@ -1,4 +1,8 @@
-"""Celery interface of retention: the hourly beat entry ``retention-run`` calls one service."""
+"""Celery interface of retention: the hourly beat entry ``retention-run`` calls one service.
+
+This module imports the services it runs at the top and nothing imports it back; only the beat
+sends the task (the task convention: docs/design.md, "Layers").
+"""
 
 from __future__ import annotations
 

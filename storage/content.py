@@ -1,7 +1,8 @@
 """Message content types and their limits (API.md): text, image, card.
 
-``validate_content`` returns the normalised body or raises InvalidInput naming the field; it runs
-before anything is stored.
+``validate_content`` returns the normalised body or raises InvalidContent naming the field; it runs
+before anything is stored. InvalidContent is the platform's InvalidInput (infra/errors.py): the
+API answers it 400 ``invalid`` with its detail and fields, the admin and the commands show it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from api.errors import InvalidInput
+from infra.errors import InvalidInput
 
 TEXT_MAX = 5000
 TITLE_MAX = 200
@@ -21,13 +22,17 @@ DIMENSION_MAX = 100_000
 URL_PATTERN = r"^https?://[^\x00-\x20\x7f/?#][^\x00-\x20\x7f]*$"
 
 
+class InvalidContent(InvalidInput):
+    """A content body its type does not allow; ``fields`` names the field (``content.text``)."""
+
+
 def validate_content(content: Any) -> dict[str, Any]:
     if not isinstance(content, dict):
-        raise InvalidInput("content must be an object with a type.", {"content": "not an object"})
+        raise InvalidContent("content must be an object with a type.", {"content": "not an object"})
     kind = content.get("type")
     validator = VALIDATORS.get(kind) if isinstance(kind, str) else None
     if validator is None:
-        raise InvalidInput(
+        raise InvalidContent(
             "content.type must be one of text, image, card.", {"content.type": "unknown type"}
         )
     return {"type": kind, **validator(content)}
@@ -59,21 +64,23 @@ VALIDATORS = {"text": _text, "image": _image, "card": _card}
 def _string(content: dict[str, Any], name: str, low: int, high: int) -> str:
     value = content.get(name)
     if not isinstance(value, str):
-        raise InvalidInput(f"content.{name} must be a string.", {f"content.{name}": "not a string"})
+        raise InvalidContent(
+            f"content.{name} must be a string.", {f"content.{name}": "not a string"}
+        )
     if not low <= len(value) <= high:  # len() counts code points: a 4-byte emoji is one
-        raise InvalidInput(
+        raise InvalidContent(
             f"content.{name} must be {low} to {high} characters long.",
             {f"content.{name}": f"length {len(value)}"},
         )
     if "\x00" in value:
-        raise InvalidInput(f"content.{name} must not contain NUL.", {f"content.{name}": "NUL"})
+        raise InvalidContent(f"content.{name} must not contain NUL.", {f"content.{name}": "NUL"})
     return value
 
 
 def _url(content: dict[str, Any], name: str) -> str:
     value = _string(content, name, 1, URL_MAX)
     if not re.fullmatch(URL_PATTERN, value):
-        raise InvalidInput(
+        raise InvalidContent(
             f"content.{name} must be an http(s) URL.", {f"content.{name}": "bad URL"}
         )
     return value
@@ -82,7 +89,7 @@ def _url(content: dict[str, Any], name: str) -> str:
 def _dimension(content: dict[str, Any], name: str) -> int:
     value = content.get(name)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DIMENSION_MAX:
-        raise InvalidInput(
+        raise InvalidContent(
             f"content.{name} must be an integer from 1 to {DIMENSION_MAX}.",
             {f"content.{name}": "bad dimension"},
         )

@@ -6,6 +6,9 @@ apis, and the named read models), never its keys, state, Lua or cache internals.
 Every ``import`` / ``from ... import`` counts, at module level or inside a function (an import
 moved into a function to dodge a cycle is still a cycle). ``config``'s entry points (urls, asgi,
 wsgi, celery) wire every app and are imported by no one, so they are left out of the rules.
+
+Tasks are links too: the code sends a task from its object, never by a name in a string (a name
+is a link no import, type check or rule here would see).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ ALLOWED = {
     "infra": set(),
     "adminsite": {"infra"},
     "api": {"infra", "adminsite"},
-    "storage": {"infra", "api"},
+    "storage": {"infra"},  # not the HTTP platform: its refusals come from infra/errors.py
     "messaging": FLOORS,
     "groups": FLOORS | {"messaging"},
     "bulk": FLOORS | {"messaging"},
@@ -131,9 +134,67 @@ def _public(module: str) -> bool:
     return module in READ_MODELS or (len(parts) == 2 and parts[1] in PUBLIC)
 
 
+def send_task_calls(path: Path) -> Iterator[int]:
+    """Lines of ``path`` that send a task by name: every ``send_task(...)`` (its first argument is
+    a task name, in a literal, an f-string or a constant alike) and ``signature("...")``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0] if node.args else None
+        by_string = isinstance(first, ast.JoinedStr) or (
+            isinstance(first, ast.Constant) and isinstance(first.value, str)
+        )
+        if called == "send_task" or (called in ("signature", "subtask") and by_string):
+            yield node.lineno
+
+
+def test_tasks_are_sent_by_reference_not_by_name() -> None:
+    """A task is sent from its object (``task.apply_async``, or an ``infra.taskref.TaskRef`` bound
+    in ``AppConfig.ready`` when the sender sits below the task's module), never by a name."""
+    wrong = sorted(
+        f"{name}:{line}" for name, path in modules().items() for line in send_task_calls(path)
+    )
+    assert not wrong, wrong
+
+
+def test_the_senders_hold_the_task_objects() -> None:
+    """The refs bound in ``AppConfig.ready`` are the task objects themselves."""
+    from bulk import recall, services
+    from bulk import tasks as bulk_tasks
+    from messaging import tasks as messaging_tasks
+    from messaging.convcache import prewarm
+
+    assert services.PLAN_TASK["daily"].task is bulk_tasks.plan_daily
+    assert services.PLAN_TASK["priority"].task is bulk_tasks.plan_priority
+    assert services.RUN_BATCH_TASK["daily"].task is bulk_tasks.run_batch_daily
+    assert services.RUN_BATCH_TASK["priority"].task is bulk_tasks.run_batch_priority
+    assert recall.TASK.task is bulk_tasks.recall_batch
+    assert prewarm.TASK.task is messaging_tasks.convcache_prewarm
+    assert [t.name for t in (bulk_tasks.recall_batch, messaging_tasks.convcache_prewarm)] == [
+        "bulk.recall_batch",
+        "messaging.convcache_prewarm",
+    ]
+
+
 def test_the_rules_see_the_imports() -> None:
     """The checks above would pass on an empty graph: make sure the scan finds real edges."""
     edges = graph()
     assert "infra.redis" in edges["infra.outages"]
     assert "messaging.services" in edges["bulk.fanout"]
     assert cycle_from("a", {"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert "infra.errors" in edges["storage.content"]
+
+
+def test_the_send_task_rule_sees_a_send_by_name(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'TASK = "bulk.recall_batch"\n'
+        "app.send_task(TASK, args=[1])\n"
+        'current_app.send_task(f"bulk.{channel}.plan")\n'
+        'signature("messaging.send")\n'
+        "task.apply_async(args=[1])\n"
+        "task.signature((1,))\n"
+    )
+    assert list(send_task_calls(sample)) == [2, 3, 4]

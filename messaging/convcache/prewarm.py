@@ -6,7 +6,8 @@
   a burst of new conversations for any uncached owner (more than BURST_NEW_CONVERSATIONS distinct
   peers opening a conversation within a minute, counted by a 1:1 push's probe script). Either
   enqueues ``messaging.convcache_prewarm`` at most once per PREWARM_WINDOW_S per owner (the
-  ``cl:pw`` marker, SET NX EX).
+  ``cl:pw`` marker, SET NX EX). ``TASK`` is that task, bound by MessagingConfig.ready (its module,
+  messaging/tasks.py, runs this one).
 - **The task** rebuilds the owner's first CONVCACHE_SIZE conversations into HBase and Redis from
   one MySQL read (``build.rebuild``).
 - **Health**: attempts, successes and failures are counted in ten-minute Redis buckets (and as
@@ -24,7 +25,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -32,6 +32,7 @@ from redis.exceptions import RedisError
 
 from infra import metrics
 from infra.redis import get_redis
+from infra.taskref import TaskRef
 from messaging.convcache import build, keys
 from messaging.models import Conversation
 from storage import msgkey as clock
@@ -42,7 +43,7 @@ WINDOW_BUCKETS = 6  # the failure rate is taken over the last hour
 ALERT_EVERY_S = 300
 SADD_CHUNK = 1000
 BIG_UPS_RECHECK_S = 30.0
-PREWARM_TASK = "messaging.convcache_prewarm"  # messaging/tasks.py
+TASK = TaskRef()  # messaging/tasks.py convcache_prewarm
 
 
 # -- triggers --------------------------------------------------------------------------------
@@ -106,8 +107,8 @@ def trigger(owner: int, *, reason: str, claimed: bool = False) -> bool:
     marker = keys.prewarm_marker(owner)
     if not claimed and not get_redis().set(marker, 1, nx=True, ex=settings.PREWARM_WINDOW_S):
         return False
-    try:  # by name: the task module builds on this one
-        current_app.send_task(PREWARM_TASK, args=[owner])
+    try:
+        TASK.task.apply_async(args=(owner,))
     except Exception:
         log.warning("convcache: could not enqueue a prewarm of %s", owner, exc_info=True)
         get_redis().delete(marker)
