@@ -1,28 +1,86 @@
-"""A per-app registry of Lua scripts kept as ``.lua`` files beside the code that calls them."""
+"""A per-app registry of Lua scripts kept as ``.lua`` files beside the code that calls them.
+
+On a Redis Cluster a script touches one slot, so a call that spans users is one call per slot
+(``infra.redis.by_slot``): a 1,000-recipient batch falls into ~1,000 slots and cost ~1,000 script
+calls, which halved fan-out against one Redis (0.50, ``scripts/bench_scaleout.py``).
+``call_by_slot`` runs the same per-slot script for all the slots one primary serves in ONE call
+(Redis 7's ``allow-cross-slot-keys`` script flag; ``lua/_per_node.lua`` wraps the script's text
+unchanged), so a batch costs one call per primary; a group whose slot the node does not serve
+(a stale slot map, a slot moving) is skipped there, with nothing written, and sent again on its
+own. Each group keeps its own keys (its own exactly-once marker included), so a group gives the
+same result whichever way it ran.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from redis.commands.core import Script
 
-from infra.redis import get_redis
+from infra.redis import clustered, get_redis, node_slots
+
+PER_NODE = (Path(__file__).parent / "lua" / "_per_node.lua").read_text()
+SHEBANG = "#!lua flags=allow-cross-slot-keys\n"
 
 
 class ScriptRegistry:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
+    def source(self, name: str) -> str:
+        return (self.folder / f"{name}.lua").read_text()
+
     @cache  # noqa: B019 - one registry per app, alive for the whole process
     def script(self, name: str) -> Script:
-        return get_redis().register_script((self.folder / f"{name}.lua").read_text())
+        return get_redis().register_script(self.source(name))
+
+    @cache  # noqa: B019 - as above
+    def per_node_script(self, name: str) -> Script:
+        """Script ``name`` as the function ``body(KEYS, ARGV)`` under the per-node driver."""
+        wrapped = f"{SHEBANG}local function body(KEYS, ARGV)\n{self.source(name)}\nend\n{PER_NODE}"
+        return get_redis().register_script(wrapped)
 
     def call(self, name: str, keys: Sequence[Any], args: Sequence[Any], client: Any = None) -> Any:
         """Run script ``name``; ``client`` may be a pipeline to batch it with other commands."""
         return self.script(name)(keys=list(keys), args=list(args), client=client)
+
+    def call_by_slot(
+        self, name: str, groups: Mapping[int, Sequence[Any]], args: Sequence[Any]
+    ) -> dict[int, Any]:
+        """Run script ``name`` once per slot group (``{slot: its keys}``, every key of a group in
+        that slot) with the same ``args``: on a cluster one call per primary, in one pipeline;
+        returns each slot's reply. On one Redis, one call per group."""
+        if not clustered():
+            pipe = get_redis().pipeline(transaction=False)
+            for group in groups.values():
+                self.call(name, group, args, client=pipe)
+            return dict(zip(groups, pipe.execute(), strict=True))
+        replies = self._per_node(name, groups, args)
+        missed = [slot for slot in groups if replies.get(slot) is None]
+        if missed:  # not served where the slot map said: one call each, redirects followed
+            pipe = get_redis().pipeline(transaction=False)
+            for slot in missed:
+                self.call(name, groups[slot], args, client=pipe)
+            replies.update(zip(missed, pipe.execute(), strict=True))
+        return replies
+
+    def _per_node(
+        self, name: str, groups: Mapping[int, Sequence[Any]], args: Sequence[Any]
+    ) -> dict[int, Any]:
+        plan = node_slots(groups)
+        pipe = get_redis().pipeline(transaction=False)
+        for slots in plan:
+            argv: list[Any] = [len(args), *args]
+            for slot in slots:
+                argv += [len(groups[slot]), *groups[slot]]
+            self.per_node_script(name)(keys=[groups[slots[0]][0]], args=argv, client=pipe)
+        replies: dict[int, Any] = {}
+        for slots, reply in zip(plan, pipe.execute(), strict=True):
+            replies.update(zip(slots, reply, strict=True))
+        return replies
 
 
 # Scripts of the platform itself (``config/lua``): the token bucket behind channel rates

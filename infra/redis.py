@@ -10,9 +10,10 @@ The contract every store keeps, so that the same code runs on both:
   ``{u:<uid>}``, per-sender quota keys ``{q:<sender>}``; keys read or written together in one
   script or MULTI share a tag (``{ann}``, ``{msgkey:<node>}``, ``{ch:<channel>}``).
 - A call that spans users is split with ``by_slot`` (one group per slot on a cluster; ONE group,
-  the caller's items unchanged, on a single Redis, so nothing changes there) and the groups are
-  queued on one non-transactional pipeline, which on a cluster sends each node its share, every
-  node's before reading any, so the nodes work in parallel (``_Pipeline``, last point).
+  the caller's items unchanged, on a single Redis, so nothing changes there); a script's groups
+  run as one call per primary (``node_slots`` here, ``infra.luascripts.call_by_slot``), queued on
+  one non-transactional pipeline, which on a cluster sends each node its share, every node's
+  before reading any, so the nodes work in parallel (``_Pipeline``, last point).
 - A one-shot marker that makes such a call idempotent is kept per group, inside the group's slot:
   ``slot_tag(slot)`` is a hash tag that maps to that slot, so the key name depends on the slot,
   not on which items happen to be in the group.
@@ -242,9 +243,24 @@ def _bytes(key: Any) -> bytes:
 
 
 def _retry(queued: Queued, failure: Exception) -> Any:
+    """Send one queued command alone; a script its (new) node lacks is loaded on every primary
+    first (NOSCRIPT may come back only from the node a redirect leads to)."""
     args, options = queued
-    if isinstance(failure, NoScriptError) and args[1] in _SCRIPTS:
-        get_redis().script_load(_SCRIPTS[args[1]])  # to every primary
+    script = _SCRIPTS.get(args[1]) if str(args[0]).upper() == "EVALSHA" else None
+    if isinstance(failure, NoScriptError) and script:
+        get_redis().script_load(script)  # to every primary
+    try:
+        return get_redis().execute_command(*args, **options)
+    except NoScriptError as exc:
+        if not script:
+            return exc
+        get_redis().script_load(script)
+        return _alone(args, options)
+    except redis.RedisError as exc:
+        return exc
+
+
+def _alone(args: tuple[Any, ...], options: dict[str, Any]) -> Any:
     try:
         return get_redis().execute_command(*args, **options)
     except redis.RedisError as exc:
@@ -291,6 +307,19 @@ def by_slot(items: Iterable[T], key: Callable[[T], str]) -> dict[int, list[T]]:
     for item in items:
         groups.setdefault(slot_of(key(item)), []).append(item)
     return groups
+
+
+def node_slots(slots: Iterable[int]) -> list[list[int]]:
+    """``slots`` gathered by the primary that serves them in the client's slot map (which may be
+    stale: callers check where they land, ``infra.luascripts.call_by_slot``); one list on a
+    single Redis."""
+    if not clustered():
+        return [list(slots)]
+    manager = get_redis().nodes_manager  # type: ignore[attr-defined]
+    nodes: dict[str, list[int]] = {}
+    for slot in slots:
+        nodes.setdefault(manager.get_node_from_slot(slot).name, []).append(slot)
+    return list(nodes.values())
 
 
 @cache

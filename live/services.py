@@ -34,7 +34,7 @@ from django.conf import settings
 from django.core import signing
 
 from infra.live_hooks import Event, Lazy
-from infra.redis import by_slot, get_redis
+from infra.redis import by_slot, clustered, get_redis
 from live import cursors, keys
 from live.cursors import Cursor
 from live.lua import scripts
@@ -119,14 +119,17 @@ def _publish(uids: Sequence[int], event: Event) -> None:
 
 def recently_online(uids: Sequence[int]) -> list[int]:
     """The users among ``uids`` seen within the resume window: one MGET of their ``seen`` keys
-    per slot, all on one pipeline (for a 4,000-recipient batch ~3 ms, against ~5.5 ms for the
-    same test in a Lua loop, measured)."""
-    groups = list(by_slot(dict.fromkeys(uids), keys.seen).values())
-    pipe = get_redis().pipeline(transaction=False)
-    for group in groups:
-        pipe.execute_command("MGET", *[keys.seen(uid) for uid in group])
-    pairs = zip(groups, pipe.execute(), strict=True)
-    return [uid for group, seen in pairs for uid, at in zip(group, seen, strict=True) if at]
+    (for a 4,000-recipient batch ~3 ms, against ~5.5 ms for the same test in a Lua loop,
+    measured); on a cluster one MGET per slot, the slots of each primary in one script call
+    (``ScriptRegistry.call_by_slot``: ~1,000 slots for 1,000 recipients)."""
+    unique = list(dict.fromkeys(uids))
+    if not clustered():
+        found = get_redis().execute_command("MGET", *[keys.seen(uid) for uid in unique])
+        return [uid for uid, at in zip(unique, found, strict=True) if at]
+    groups = by_slot(unique, keys.seen)
+    named = {slot: [keys.seen(uid) for uid in group] for slot, group in groups.items()}
+    replies = scripts.call_by_slot("seen", named, [])
+    return [uid for s, g in groups.items() for uid, at in zip(g, replies[s], strict=True) if at]
 
 
 def publish(uid: int, event: Lazy) -> None:

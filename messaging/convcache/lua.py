@@ -6,23 +6,16 @@ followed by its own file, loaded with ``register_script`` so it survives NOSCRIP
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
-from redis.commands.core import Script
-
 from infra.luascripts import ScriptRegistry
-from infra.redis import get_redis
 
 FOLDER = Path(__file__).parent / "lua"
 
 
 class _Registry(ScriptRegistry):
-    @cache  # noqa: B019 - one registry, alive for the whole process
-    def script(self, name: str) -> Script:
-        common = (self.folder / "_common.lua").read_text()
-        body = (self.folder / f"{name}.lua").read_text()
-        return get_redis().register_script(common + "\n" + body)
+    def source(self, name: str) -> str:
+        return (self.folder / "_common.lua").read_text() + "\n" + super().source(name)
 
 
 registry = _Registry(FOLDER)

@@ -17,8 +17,8 @@ reading MySQL (``probe``), which is what lets ``apply`` decide about entries it 
 always correct.
 
 Redis Cluster: every script but ``generations`` takes one owner's keys (one slot); ``generations``
-reads many owners and is called once per slot (``infra.redis.by_slot``; once in all on a single
-Redis), all calls in one pipeline that reaches every node at once.
+reads many owners: one group per slot (``infra.redis.by_slot``), the groups of each primary in
+one call (``ScriptRegistry.call_by_slot``); once in all on a single Redis.
 
 The HBase index (``cl:hbi:{u:<uid>}``, writer.py): which owners may have an HBase row, so a bulk
 push reads HBase metas only for those; trusted only in the Redis run it was completed in
@@ -129,9 +129,10 @@ class BulkProbe:
 
 def probe_bulk(owners: list[int]) -> BulkProbe:
     """Every owner's generation and HBase flag, and the index's trust marker: one script call
-    on one Redis, one per slot on a cluster (all in one pipeline with a GET of the marker);
-    then the Redis run, read after them (a restart or failover in between makes the index
-    untrusted for this push, never the reverse)."""
+    on one Redis; on a cluster one per primary for every slot it serves
+    (``ScriptRegistry.call_by_slot``), then a GET of the marker; then the Redis run, read after
+    them (a restart or failover in between makes the index untrusted for this push, never the
+    reverse)."""
     generations: dict[int, str | None] = {}
     indexed: set[int] = set()
     if not clustered():
@@ -139,14 +140,12 @@ def probe_bulk(owners: list[int]) -> BulkProbe:
         marker, *found = lua.call("generations", script_keys, ["1"])
         _collect(owners, found, generations, indexed)
     else:
-        groups = list(by_slot(owners, keys.entries).values())
-        pipe = get_redis().pipeline(transaction=False)
-        pipe.get(keys.HBASE_INDEX_TRUSTED)
-        for group in groups:
-            lua.call("generations", _probe_keys(group), ["0"], client=pipe)
-        marker, *replies = pipe.execute()
-        for group, reply in zip(groups, replies, strict=True):
-            _collect(group, reply, generations, indexed)
+        groups = by_slot(owners, keys.entries)
+        keyed = {slot: _probe_keys(group) for slot, group in groups.items()}
+        replies = lua.registry.call_by_slot("generations", keyed, ["0"])
+        for slot, group in groups.items():
+            _collect(group, replies[slot], generations, indexed)
+        marker = get_redis().get(keys.HBASE_INDEX_TRUSTED)
     trusted = marker is not None and marker.decode() == run_id()
     return BulkProbe(generations, indexed if trusted else None)
 

@@ -7,12 +7,12 @@ change (a batch, a message) and makes it idempotent: a redelivered task finds th
 changes nothing.
 
 On a Redis Cluster the owners are grouped by the slot of their ``unread:{u:<uid>}`` hash instead
-(``infra.redis.by_slot``): one script call per slot, queued on the same pipeline, which sends
-each node its calls at once. Each slot's marker lives in that slot
+(``infra.redis.by_slot``). Each slot's marker lives in that slot
 (``unread:applied:{<slot tag>}:<marker>``, ``infra.redis.slot_tag``) and guards the same owners
 on every attempt, so a batch half applied before a failover or a lost reply is completed, once,
-by the next attempt. A 1,000-owner batch spreads over about 1,000 slots, so it costs about 1,000
-small calls (and marker keys) instead of 4: the price of one slot per script.
+by the next attempt. The slots' groups run as ONE script call per primary
+(``ScriptRegistry.call_by_slot``), in a round trip of their own: a 1,000-owner batch spreads over
+~1,000 slots, which cost ~1,000 calls when each slot was its own call.
 """
 
 from __future__ import annotations
@@ -42,24 +42,23 @@ def unread_incr_many(
     delta: int = 1,
     client: Any = None,
 ) -> int:
-    """Returns how many owners changed (0 on a replay); -1 when queued on a ``client`` pipeline."""
+    """Returns how many owners changed (0 on a replay); -1 when queued on a ``client`` pipeline
+    (on one Redis; a cluster runs its calls at once)."""
     if not owner_uids:
         return 0
-    pipe = client if client is not None else get_redis().pipeline(transaction=False)
     args = [peer_uid, category, delta, "1" if marker else "0", MARKER_TTL_S]
-    for marker_key, owners in _groups(owner_uids, marker):
-        all_keys = [marker_key, *keys.unread_many(owners)]
-        lua.call("incr_many", all_keys, args, client=pipe)
+    if clustered():  # the slots' calls grouped per primary: a round trip of their own
+        groups = {
+            slot: [keys.applied_marker_in(slot_tag(slot), marker or "none"), *keys.unread_many(o)]
+            for slot, o in by_slot(owner_uids, keys.unread).items()
+        }
+        changed = lua.registry.call_by_slot("incr_many", groups, args)
+        return sum(int(n or 0) for n in changed.values())
+    pipe = client if client is not None else get_redis().pipeline(transaction=False)
+    for part, owners in _slices(owner_uids).items():
+        marker_key = keys.applied_marker(f"{marker}:{part}" if marker else "none")
+        lua.call("incr_many", [marker_key, *keys.unread_many(owners)], args, client=pipe)
     return -1 if client is not None else sum(int(n or 0) for n in pipe.execute())
-
-
-def _groups(owner_uids: Sequence[int], marker: str | None) -> list[tuple[str, list[int]]]:
-    """(marker key, owners) per script call: slices of one Redis, or the slots of a cluster."""
-    if not clustered():
-        slices = _slices(owner_uids).items()
-        return [(keys.applied_marker(f"{marker}:{p}" if marker else "none"), o) for p, o in slices]
-    slots = by_slot(owner_uids, keys.unread).items()
-    return [(keys.applied_marker_in(slot_tag(s), marker or "none"), o) for s, o in slots]
 
 
 def _slices(owner_uids: Sequence[int]) -> dict[int, list[int]]:

@@ -83,6 +83,34 @@ def test_a_batch_spanning_every_slot_counts_once_per_marker(uids: Callable[..., 
     assert {u for u in owners if unread_summary(u).total != 2} == set()
 
 
+def test_a_batch_on_a_stale_slot_map_still_counts_each_owner_once(
+    uids: Callable[..., Any],
+) -> None:
+    """The slots' groups go one call per primary as the client's map says; with a map that puts
+    every slot on one master, that master runs only the groups it serves and writes nothing for
+    the others, which are then sent on their own (redirects followed): every owner counted once,
+    and a replay with the same marker changes nothing."""
+    owners = uids(600)
+    client: Any = get_redis()
+    manager = client.nodes_manager
+    first = primaries()[0]
+    try:
+        for slot in list(manager.slots_cache):
+            manager.slots_cache[slot] = [first]  # a stale map: one node for every slot
+        args = {"owner_uids": owners, "peer_uid": 9, "category": "business", "marker": "stale1"}
+        assert unread_incr_many(**args) == 600
+        for slot in list(manager.slots_cache):
+            manager.slots_cache[slot] = [first]
+        assert unread_incr_many(**args) == 0
+    finally:
+        manager.initialize()
+    assert {u for u in owners if unread_summary(u).total != 1} == set()
+    by_master = {n.name: 0 for n in primaries()}
+    for uid in owners:
+        by_master[client.get_node_from_key(unread_keys.unread(uid)).name] += 1
+    assert all(n > 0 for n in by_master.values()), by_master  # the batch really spanned them
+
+
 def test_the_fast_path_client_routes_by_slot_and_follows_a_new_map(
     uids: Callable[..., Any],
 ) -> None:
