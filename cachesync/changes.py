@@ -4,6 +4,8 @@ What each committed row change asks of the caches (services.py applies it):
 
 - ``messaging_conversation``
     insert, or update that moved ``mtime`` forward   → ``refresh``: push the row's current state
+                                                        (unless the caches hold that mtime
+                                                        already: services.py, ``held``)
     update that changed the row but not its mtime     → ``bump``: move its mtime (max(+1, now)),
       (a DBA's ``SET pinned = 1``, or an mtime moved     then push, as the application does for a
       back)                                              change its rows do not show
@@ -13,7 +15,8 @@ What each committed row change asks of the caches (services.py applies it):
     update of the (owner, peer) key itself            → forget the old pair, refresh the new
 - ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
   delete → ``messages``: the conversations showing it as their last message get bumped (their
-  summary's preview changed, their mtime did not). Inserts change no cache.
+  summary's preview changed, their mtime did not). Inserts change no cache: ``ignored`` tells
+  the follower not to decode them (a message's body is its largest column).
 - ``messaging_block``: counted only: no cache tier holds blocks (a send and a campaign batch read
   them from MySQL), so there is nothing to push.
 
@@ -39,9 +42,14 @@ Pair = tuple[int, int]
 Row = Mapping[str, Any]
 
 
+def ignored(table: str, kind: str) -> bool:
+    """Row events that change no cache, whatever their rows: not worth decoding."""
+    return table == MESSAGES and kind == "insert"
+
+
 @dataclass
 class ChangeSet:
-    refresh: set[Pair] = field(default_factory=set)
+    refresh: dict[Pair, int] = field(default_factory=dict)  # pair -> the newest mtime seen
     bump: set[Pair] = field(default_factory=set)
     forget: dict[Pair, int] = field(default_factory=dict)
     messages: set[int] = field(default_factory=set)
@@ -53,6 +61,19 @@ class ChangeSet:
 
     def size(self) -> int:
         return len(self.refresh) + len(self.bump) + len(self.forget) + len(self.messages)
+
+    def merge(self, later: ChangeSet) -> None:
+        """Add a later transaction's changes, to apply both at once. Every push reads the rows'
+        current state (a refresh, a bump) or loses to a newer version (a tombstone), so the
+        pushes of the union leave the caches as the pushes of each in turn would."""
+        for pair, mtime in later.refresh.items():
+            self.refresh[pair] = max(self.refresh.get(pair, 0), mtime)
+        for pair, version in later.forget.items():
+            self.forget[pair] = max(self.forget.get(pair, 0), version)
+        self.bump |= later.bump
+        self.messages |= later.messages
+        self.blocks += later.blocks
+        self.newest_mtime_ms = max(self.newest_mtime_ms, later.newest_mtime_ms)
 
     def add(self, table: str, kind: str, rows: Iterable[Mapping[str, Row]]) -> None:
         """One rows event: ``kind`` is insert | update | delete."""
@@ -82,8 +103,9 @@ class ChangeSet:
             self.bump.add(_pair(after))
 
     def _refreshed(self, row: Row) -> None:
-        self.refresh.add(_pair(row))
-        self.newest_mtime_ms = max(self.newest_mtime_ms, int(row["mtime"]))
+        pair, mtime = _pair(row), int(row["mtime"])
+        self.refresh[pair] = max(self.refresh.get(pair, 0), mtime)
+        self.newest_mtime_ms = max(self.newest_mtime_ms, mtime)
 
     def _forgotten(self, row: Row) -> None:
         pair = _pair(row)

@@ -2,10 +2,12 @@
 
 ``changes_apply`` makes exactly the pushes the application makes after its own writes, never a
 second cache writer, through messaging's services (``messaging.convcache.writer`` underneath):
-``conversations_forget`` for deleted conversations, ``conversations_refresh`` for changed ones
-(a fan-out's batch of one peer and many owners is one bulk push), and ``conversations_bump``
-(bump mtime, then push) for changes whose row shows no newer mtime, including the
-conversations whose last message changed. Every push is
+``conversations_forget`` for deleted conversations (one bulk push), ``conversations_refresh``
+for changed ones (a fan-out's batch of one peer and many owners is one bulk push), and
+``conversations_bump`` (bump mtime, then push) for changes whose row shows no newer mtime,
+including the conversations whose last message changed. A changed conversation that every tier
+holds at its row's mtime already is not pushed again (the application's own write-through put
+it there; the check: held.py). Every push is
 the mtime compare-and-set of the tiers, so applying a ChangeSet twice, or after a newer one,
 changes nothing: the caller may replay it until it lands.
 
@@ -31,24 +33,29 @@ from messaging.services import (
     conversations_bump,
     conversations_forget,
     conversations_refresh,
+    conversations_unheld,
 )
 
 
-def changes_apply(changes: ChangeSet) -> None:
-    """Push one transaction's changes into every cache tier (module docstring)."""
+def changes_apply(changes: ChangeSet) -> int:
+    """Push one transaction's changes into every cache tier (module docstring); returns how
+    many refreshes it skipped as held."""
     with caches_strict():
         _forget(changes.forget)
         bump = changes.bump | showing(changes.messages)
-        refresh = sorted(changes.refresh - bump)
+        wanted = {p: mtime for p, mtime in changes.refresh.items() if p not in bump}
+        refresh = conversations_unheld(wanted)
         if refresh:
             conversations_refresh(refresh)
         if bump:
             conversations_bump(sorted(bump))
+    return len(wanted) - len(refresh)
 
 
 def _forget(versions: Mapping[Pair, int]) -> None:
-    for (owner, peer), version in versions.items():
-        conversations_forget([(owner, peer, version)])
+    """One bulk push of tombstones (``forget_many``: one probe for all of them)."""
+    if versions:
+        conversations_forget([(owner, peer, v) for (owner, peer), v in versions.items()])
 
 
 def showing(msgkeys: set[int]) -> set[Pair]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,7 +25,7 @@ from api.models import Scope
 from infra import stages
 from infra.redis import get_redis
 from messaging import pushes
-from messaging.convcache import prewarm
+from messaging.convcache import held, prewarm
 from messaging.convcache import writer as convcache
 from messaging.conversations import (
     ConversationTouch,
@@ -461,6 +461,13 @@ def conversations_forget(gone: Sequence[tuple[int, int, int]]) -> None:
 
 
 # -- for the binlog follower (cachesync/) -----------------------------------------------------
+def conversations_unheld(versions: Mapping[tuple[int, int], int]) -> list[tuple[int, int]]:
+    """Of these conversations, each with the ``mtime`` of a row the binlog showed, those some
+    cache tier may still lack (the rest the application's write-through pushed already; one
+    Redis pipeline and one HBase connection for all of them: convcache/held.py)."""
+    return held.unheld(versions)
+
+
 # ``with caches_strict():`` a cache push made inside (``conversations_refresh``,
 # ``conversations_forget``, ``conversations_bump``) that a tier missed, with nothing made up for
 # it (no drop, no dirty mark), raises ``CachePushFailed`` instead of carrying on: the follower

@@ -1,7 +1,7 @@
 """The binlog follower's lag during a large fan-out (issue 23: a 1M-recipient campaign).
 
     python scripts/bench_binlog.py [--recipients 200000] [--backend sql] [--workers 4]
-                                   [--cached-share 0.1] [--json out.json]
+                                   [--cached-share 0.1] [--profile out.prof] [--json out.json]
 
 Seeds a business account with N followers (10% of them, ``--cached-share``, with a cached
 conversation list in Redis and HBase, so the follower's pushes have lists to write into), starts
@@ -11,8 +11,10 @@ While it runs, the follower's published lag (``cachesync:lag``, what ``/metrics`
 ``missive_binlog_lag_seconds``) is sampled every ``--every`` seconds. Once the campaign has
 finished, it measures the drain: the time until the follower's saved GTID reaches the
 primary's position as of the campaign's end. Prints the fan-out rate, the lag's p50 / p95 /
-max during the campaign and the drain, and checks that a sample of the cached lists show the
-campaign's message.
+max during the campaign and the drain, the follower's CPU (user + system, from /proc: in all,
+its share of one core during the campaign, and per recipient), and checks that a sample of the
+cached lists show the campaign's message. ``--profile`` runs the follower under cProfile (it
+inflates the follower's CPU: compare profiled runs with profiled runs).
 
 Runs against the services of ``scripts/services up`` in its own database
 (missive_binlog_bench), Redis databases 12/13 and HBase table prefix ``bench``; the follower
@@ -100,8 +102,12 @@ def cache_lists(recipients: range, share: float) -> list[int]:
     return owners
 
 
-def start_follower(server_id: int, log_path: Path) -> subprocess.Popen[bytes]:
+def start_follower(server_id: int, log_path: Path, profile: str | None) -> subprocess.Popen[bytes]:
+    """``manage.py cache_follow`` in a process of its own (under cProfile with ``profile``: it
+    exits through SIGTERM's clean stop, so the profile is written)."""
     cmd = [sys.executable, "manage.py", "cache_follow", "--from-now", f"--server-id={server_id}"]
+    if profile:
+        cmd[1:1] = ["-m", "cProfile", "-o", profile]
     with log_path.open("wb") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=out)
     deadline = time.monotonic() + 30
@@ -127,6 +133,12 @@ def start_workers(backend: str, count: int) -> list[subprocess.Popen[bytes]]:
         if names <= seen:
             return procs
     raise SystemExit("benchmark workers did not start")
+
+
+def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
+    """User + system CPU the process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -189,11 +201,14 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     seed(sender, recipients)
     cached = cache_lists(recipients, args.cached_share)
     print(f"seeded {args.recipients:,} followers; {len(cached):,} cached lists")
-    follower = start_follower(args.server_id, Path(args.follower_log))
+    follower = start_follower(args.server_id, Path(args.follower_log), args.profile)
     workers = start_workers(args.backend, args.workers)
     try:
+        cpu_before = cpu_seconds(follower)
         seconds, samples, campaign_id = run_campaign(sender, args.every)
+        cpu_campaign = cpu_seconds(follower) - cpu_before
         drained = drain(position.primary_now())
+        cpu_total = cpu_seconds(follower) - cpu_before
     finally:
         stop(workers)
         stop([follower])
@@ -206,6 +221,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "lag_p95_s": round(percentile(samples, 0.95), 3),
         "lag_max_s": round(max(samples, default=0.0), 3),
         "drain_s": round(drained, 2),
+        "follower_cpu_s": round(cpu_total, 1),
+        "follower_cpu_campaign_share": round(cpu_campaign / seconds, 2),
+        "follower_cpu_us_per_recipient": round(cpu_total / args.recipients * 1e6, 1),
         "samples": len(samples),
         "cached_lists_showing_it": f"{shown(cached, sender)}/{min(len(cached), 200)}",
         "campaign_id": campaign_id,
@@ -222,6 +240,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=0.2, help="lag sampling period (s)")
     parser.add_argument("--server-id", type=int, default=4201, help="the follower's server_id")
     parser.add_argument("--follower-log", default="/tmp/bench_binlog_follower.log")
+    parser.add_argument("--profile", help="run the follower under cProfile, stats to this file")
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
