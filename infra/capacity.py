@@ -16,6 +16,19 @@ Retention caps growth: with ``--campaign-share`` (the share of entries that are 
 the inbox holds campaign copies for RETENTION_CAMPAIGN_INBOX_DAYS and the rest for
 RETENTION_HISTORY_DAYS (the command's defaults are the configured policy), so the disk is the
 steady state a year of running reaches, not a year of writes.
+
+Every throughput is measured per core: work per CPU-second of the server process that did it, so
+a figure does not depend on how many other processes shared the measuring machine's cores. A node
+is then sized by the cores it has, and each tier states its assumption in the plan: a Celery
+worker is one process per core (run enough processes to keep each core busy), a Redis master is one
+core (commands run on one thread), a RegionServer and a MySQL server of N cores do N times the
+work of one (linear; HBase's and InnoDB's write paths are not perfectly so, which the utilisation
+margin absorbs).
+
+The MySQL primary takes every write the replicas do not: each campaign recipient upserts its
+conversation with the sender (``conversations_touch_owners``, batches of BULK_BATCH_SIZE) and its
+batch's ledger rows, each 1:1 send its message and both conversations, and with the SQL inbox each
+recipient an inbox row too. Its sizing says whether one primary suffices or how to split the load.
 """
 
 from __future__ import annotations
@@ -44,19 +57,27 @@ class Measured:
     machine: str
     command: str
     hbase_bytes_per_inbox_entry: float
-    hbase_rows_per_s_per_regionserver: float
-    fanout_per_s_per_worker: float
+    hbase_rows_per_s_per_core: float  # per CPU-second of the RegionServers' JVM
+    hbase_thrift_rows_per_s_per_core: float  # per CPU-second of the Thrift gateway
+    fanout_per_s_per_core: float  # recipients per CPU-second of the worker processes
     redis_bytes_per_user: float
     redis_bytes_per_active_user: float
-    redis_ops_per_s_per_master: float
-    mysql_cold_pages_per_s_per_core: float
+    redis_ops_per_s_per_core: float  # per CPU-second of redis-server
+    mysql_cold_pages_per_s_per_core: float  # the rest: per CPU-second of mariadbd
     mysql_bytes_per_conversation: float
+    mysql_conversation_rows_per_s_per_core: float  # bulk upserts, new rows
+    mysql_conversation_updates_per_s_per_core: float  # bulk upserts, existing rows
+    mysql_inbox_rows_per_s_per_core: float  # the SQL inbox's bulk rows
+    mysql_campaign_recipients_per_s_per_core: float  # a whole campaign (HBase inbox)
+    mysql_sends_per_s_per_core: float  # whole 1:1 sends (HBase inbox)
+    mysql_sql_inbox_sends_per_s_per_core: float  # whole 1:1 sends, SQL inbox
+    wall: dict[str, float] = field(default_factory=dict)  # wall-clock rates of the same runs
     notes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Measured:
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in names - set(data) if n != "notes")
+        missing = sorted(n for n in names - set(data) if n not in ("notes", "wall"))
         if missing:
             raise PlanError(f"the measurements lack {', '.join(missing)}")
         return cls(**{k: v for k, v in data.items() if k in names})
@@ -82,6 +103,7 @@ class Load:
     peak_fanout: float  # recipients/s at peak across both channels
     peak_unread_reads: float = 100_000.0  # unread + conversation-list requests/s reaching Redis
     peak_cold_reads: float = 2_000.0  # conversation-list pages/s reaching MySQL (cache misses)
+    peak_sends: float = 5_000.0  # 1:1 sends/s at peak (each writes on the MySQL primary)
     active_fraction: float = 0.1  # users whose conversation list is cached (24 h TTL)
     redis_ops_per_read: float = 6.0  # commands per unread request (the fast path's pipeline)
     retention_years: float = 1.0
@@ -91,7 +113,9 @@ class Load:
     redis_replicas: int = 1  # replicas per Redis master
     redis_node_memory_gb: float = 25.0  # memory a Redis master may use
     regionserver_disk_tb: float = 8.0
+    regionserver_cores: float = 16.0
     mysql_cores: float = 16.0  # cores per MySQL replica
+    mysql_primary_cores: float = 16.0
     conversations_per_user: float = 50.0
     utilisation: float = 0.6  # target share of a node's measured capacity
     # Retention (RETENTION_*_DAYS; None: kept for ever): in a steady state a kind holds only its
@@ -126,7 +150,9 @@ class Step:
 @dataclass
 class Tier:
     name: str
+    assumes: str = ""  # how a node's capacity follows from the per-core figure
     steps: list[Step] = field(default_factory=list)
+    verdict: str = ""
 
     def add(self, what: str, arithmetic: str, value: float, unit: str = "") -> float:
         self.steps.append(Step(what, arithmetic, value, unit))
@@ -139,12 +165,22 @@ def nodes(load: float, per_node: float, utilisation: float) -> int:
 
 def plan(load: Load, m: Measured) -> list[Tier]:
     load.check()
-    return [_celery(load, m), _redis(load, m), _hbase(load, m), _mysql(load, m)]
+    return [
+        _celery(load, m),
+        _redis(load, m),
+        _hbase(load, m),
+        _mysql(load, m),
+        _mysql_primary(load, m),
+    ]
 
 
 def _celery(load: Load, m: Measured) -> Tier:
-    t = Tier("Celery workers (one process per core)")
-    u, rate = load.utilisation, m.fanout_per_s_per_worker
+    t = Tier(
+        "Celery workers (one process per core)",
+        "a worker is one core: recipients per CPU-second of the measured worker processes; run "
+        "enough processes (-c) to keep each core busy, a process waits on the stores",
+    )
+    u, rate = load.utilisation, m.fanout_per_s_per_core
     for queue, share in (
         ("bulk.daily", 1 - load.priority_share),
         ("bulk.priority", load.priority_share),
@@ -152,14 +188,17 @@ def _celery(load: Load, m: Measured) -> Tier:
         need = load.peak_fanout * share
         t.add(
             f"{queue} workers",
-            f"ceil({_n(need)}/s / ({_n(rate)}/s per worker x {u}))",
+            f"ceil({_n(need)}/s / ({_n(rate)}/s per core x {u}))",
             nodes(need, rate, u),
         )
     return t
 
 
 def _redis(load: Load, m: Measured) -> Tier:
-    t = Tier("Redis Cluster")
+    t = Tier(
+        "Redis Cluster",
+        "a master is one core (Redis runs commands on one thread): commands per CPU-second",
+    )
     everyone = t.add(
         "memory, every user",
         f"{_n(load.users)} users x {m.redis_bytes_per_user:.0f} B",
@@ -183,9 +222,9 @@ def _redis(load: Load, m: Measured) -> Tier:
     by_ops = t.add(
         "masters for commands",
         f"ceil(({_n(load.peak_unread_reads)} reads/s x {load.redis_ops_per_read:g} + "
-        f"{_n(load.peak_fanout)} recipients/s x 2) / ({_n(m.redis_ops_per_s_per_master)}/s x "
-        f"{load.utilisation}))",
-        nodes(ops, m.redis_ops_per_s_per_master, load.utilisation),
+        f"{_n(load.peak_fanout)} recipients/s x 2) / ({_n(m.redis_ops_per_s_per_core)}/s per "
+        f"core x {load.utilisation}))",
+        nodes(ops, m.redis_ops_per_s_per_core, load.utilisation),
     )
     masters = t.add(
         "masters",
@@ -197,7 +236,11 @@ def _redis(load: Load, m: Measured) -> Tier:
 
 
 def _hbase(load: Load, m: Measured) -> Tier:
-    t = Tier("HBase (inbox)")
+    t = Tier(
+        "HBase (inbox)",
+        f"a RegionServer of {load.regionserver_cores:g} cores writes {load.regionserver_cores:g} x "
+        "the rows per CPU-second of the measured RegionServers (linear)",
+    )
     size = load.entry_bytes or m.hbase_bytes_per_inbox_entry
     source = "given" if load.entry_bytes else "measured"
     entries = _kept_entries(t, load)
@@ -218,13 +261,23 @@ def _hbase(load: Load, m: Measured) -> Tier:
         f"ceil({disk:.2f} TB / ({load.regionserver_disk_tb:g} TB x {load.utilisation}))",
         nodes(disk, load.regionserver_disk_tb, load.utilisation),
     )
+    per_server = t.add(
+        "rows/s per RegionServer",
+        f"{_n(m.hbase_rows_per_s_per_core)}/s per core x {load.regionserver_cores:g} cores",
+        m.hbase_rows_per_s_per_core * load.regionserver_cores,
+    )
     by_rate = t.add(
         "RegionServers for writes",
-        f"ceil({_n(load.peak_fanout)} rows/s / ({_n(m.hbase_rows_per_s_per_regionserver)} rows/s "
-        f"x {load.utilisation}))",
-        nodes(load.peak_fanout, m.hbase_rows_per_s_per_regionserver, load.utilisation),
+        f"ceil({_n(load.peak_fanout)} rows/s / ({_n(per_server)} rows/s x {load.utilisation}))",
+        nodes(load.peak_fanout, per_server, load.utilisation),
     )
     t.add("RegionServers", f"max({by_disk:.0f}, {by_rate:.0f})", max(by_disk, by_rate))
+    t.add(
+        "Thrift gateway cores",
+        f"ceil({_n(load.peak_fanout)} rows/s / ({_n(m.hbase_thrift_rows_per_s_per_core)}/s per "
+        f"core x {load.utilisation}))",
+        nodes(load.peak_fanout, m.hbase_thrift_rows_per_s_per_core, load.utilisation),
+    )
     return t
 
 
@@ -278,7 +331,11 @@ def _ledger(t: Tier, load: Load) -> None:
 
 
 def _mysql(load: Load, m: Measured) -> Tier:
-    t = Tier("MySQL (primary + read replicas)")
+    t = Tier(
+        "MySQL (read replicas, table sizes)",
+        f"a replica of {load.mysql_cores:g} cores serves {load.mysql_cores:g} x the pages per "
+        "CPU-second of the measured mariadbd (linear)",
+    )
     per_replica = m.mysql_cold_pages_per_s_per_core * load.mysql_cores
     t.add(
         "pages/s per replica",
@@ -301,14 +358,143 @@ def _mysql(load: Load, m: Measured) -> Tier:
     return t
 
 
+def _mysql_primary(load: Load, m: Measured) -> Tier:
+    """The primary's writes (HBase inbox): campaigns and 1:1 sends in cores; the SQL inbox too."""
+    t = Tier(
+        "MySQL primary (writes)",
+        f"a primary of {load.mysql_primary_cores:g} cores does {load.mysql_primary_cores:g} x the "
+        "work per CPU-second of the measured mariadbd (linear); one primary takes every write",
+    )
+    rows = _write_rows(t, load.peak_fanout, load.peak_sends)
+    upserts, rest = _campaign_cores(t, load, m)
+    one_to_one = _send_cores(t, "cores, 1:1 sends", load.peak_sends, m.mysql_sends_per_s_per_core)
+    cores = t.add(
+        "cores needed",
+        f"({upserts:.2f} + {rest:.2f} + {one_to_one:.2f}) / {load.utilisation}",
+        (upserts + rest + one_to_one) / load.utilisation,
+        "cores",
+    )
+    primaries = _primaries(t, "primaries needed", cores, load)
+    sql = _sql_inbox(t, load, m, (upserts, rest))
+    t.verdict = _verdict(primaries, cores, rows, load) + (
+        f" With the SQL inbox: {sql} {'primary' if sql == 1 else 'primaries'}."
+    )
+    return t
+
+
+def _write_rows(t: Tier, fanout: float, sends: float) -> float:
+    campaign = t.add(
+        "conversation rows/s, campaigns",
+        f"{_n(fanout)} recipients/s x 1 row (the recipient's conversation with the sender)",
+        fanout,
+    )
+    one_to_one = t.add(
+        "conversation rows/s, 1:1 sends",
+        f"{_n(sends)} sends/s x 2 rows (both sides)",
+        sends * 2,
+    )
+    return t.add("conversation rows/s", f"{_n(campaign)} + {_n(one_to_one)}", campaign + one_to_one)
+
+
+def _send_cores(t: Tier, what: str, sends: float, per_core: float) -> float:
+    return t.add(
+        what,
+        f"{_n(sends)} sends/s / {_n(per_core)} sends/s per core (whole sends measured)",
+        sends / per_core,
+        "cores",
+    )
+
+
+def _campaign_cores(t: Tier, load: Load, m: Measured) -> tuple[float, float]:
+    """The upserts at the slower of new and existing rows, plus the rest of a campaign's writes
+    and reads on the primary (ledger, audience): the whole campaign's cost less its upserts."""
+    fresh, updates = (
+        m.mysql_conversation_rows_per_s_per_core,
+        m.mysql_conversation_updates_per_s_per_core,
+    )
+    slower = min(fresh, updates)
+    upserts = t.add(
+        "cores, campaign upserts",
+        f"{_n(load.peak_fanout)} rows/s / {_n(slower)} rows/s per core (the slower of new rows "
+        f"{_n(fresh)}, existing {_n(updates)})",
+        load.peak_fanout / slower,
+        "cores",
+    )
+    whole = 1e6 / m.mysql_campaign_recipients_per_s_per_core
+    rest_us = max(0.0, whole - 1e6 / fresh)
+    rest = t.add(
+        "cores, rest of a campaign",
+        f"{_n(load.peak_fanout)} recipients/s x max(0, {whole:.1f} - {1e6 / fresh:.1f} µs) "
+        "(a whole campaign's µs per recipient less its new rows': ledger, audience reads)",
+        load.peak_fanout * rest_us / 1e6,
+        "cores",
+    )
+    return upserts, rest
+
+
+def _primaries(t: Tier, what: str, cores: float, load: Load) -> int:
+    return int(
+        t.add(
+            what,
+            f"ceil({cores:.2f} cores / {load.mysql_primary_cores:g} cores per primary)",
+            max(1, math.ceil(cores / load.mysql_primary_cores)),
+        )
+    )
+
+
+def _sql_inbox(t: Tier, load: Load, m: Measured, campaign: tuple[float, float]) -> int:
+    """The same load with the SQL inbox: a campaign adds an inbox row per recipient (bulk), a
+    1:1 send its two inbox rows (its own measurement)."""
+    t.add(
+        "SQL inbox: inbox rows/s",
+        f"{_n(load.peak_fanout)} recipients/s x 1 + {_n(load.peak_sends)} sends/s x 2",
+        load.peak_fanout + 2 * load.peak_sends,
+    )
+    rows = t.add(
+        "SQL inbox: cores, campaign rows",
+        f"{_n(load.peak_fanout)} rows/s / {_n(m.mysql_inbox_rows_per_s_per_core)} rows/s per core",
+        load.peak_fanout / m.mysql_inbox_rows_per_s_per_core,
+        "cores",
+    )
+    per_send = m.mysql_sql_inbox_sends_per_s_per_core
+    sends = _send_cores(t, "SQL inbox: cores, 1:1 sends", load.peak_sends, per_send)
+    upserts, rest = campaign
+    cores = t.add(
+        "SQL inbox: cores needed",
+        f"({upserts:.2f} + {rest:.2f} + {rows:.2f} + {sends:.2f}) / {load.utilisation}",
+        (upserts + rest + rows + sends) / load.utilisation,
+        "cores",
+    )
+    return _primaries(t, "SQL inbox: primaries needed", cores, load)
+
+
+def _verdict(primaries: int, cores: float, rows: float, load: Load) -> str:
+    if primaries == 1:
+        return (
+            f"One primary suffices: {cores:.1f} of its {load.mysql_primary_cores:g} cores for "
+            f"{_n(rows)} conversation rows/s."
+        )
+    return (
+        f"One primary does not suffice ({cores:.1f} cores for {_n(rows)} conversation rows/s): "
+        f"split the writes over {primaries} primaries by sharding the conversation table by "
+        "owner_uid (a batch's sorted owners split by range), or write fewer conversation "
+        "rows per recipient (a campaign's conversation kept in the cache tiers only, or one "
+        "row per sender and audience instead of one per recipient)."
+    )
+
+
 def render(tiers: list[Tier], m: Measured) -> str:
     lines = [f"measured {m.date} on {m.machine} ({m.command})"]
     for tier in tiers:
         lines.append("")
         lines.append(tier.name)
+        if tier.assumes:
+            lines.append(f"  (assumes {tier.assumes})")
         for s in tier.steps:
             value = f"{s.value:,.2f} {s.unit}" if s.unit else f"{s.value:,.0f}"
             lines.append(f"  {s.what:<34} {value:>14}   = {s.arithmetic}")
+        if tier.verdict:
+            lines.append(f"  {tier.verdict}")
     return "\n".join(lines)
 
 

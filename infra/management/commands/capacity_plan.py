@@ -23,6 +23,7 @@ HELP = {
     "messages_per_year": "inbox entries written per year (a campaign writes one per recipient)",
     "users": "users holding unread counters",
     "peak_fanout": "campaign recipients per second at peak, both channels",
+    "peak_sends": "1:1 sends per second at peak (writes on the MySQL primary) [default 5000]",
     "entry_bytes": "bytes per inbox entry instead of the measured figure",
     "campaign_share": "share of the entries that are campaign copies [none]",
     **{f: f"days kept, 0 = for ever [configured: {s}]" for f, s in POLICY.items()},
