@@ -20,11 +20,12 @@ django_application = get_asgi_application()  # sets Django up: import the fast p
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from live.routing import websocket_urlpatterns  # noqa: E402
+from live.routing import live_first, websocket_urlpatterns  # noqa: E402
 from unread.fastpath import UnreadFastPath  # noqa: E402
 
-# The fast path in front; behind it HTTP goes to Django and WebSocket connections to /live/v1
-# to the live gateway (live/consumers.py).
-application = UnreadFastPath(
-    ProtocolTypeRouter({"http": django_application, "websocket": URLRouter(websocket_urlpatterns)})
+# The fast path in front; behind it WebSocket connections to /live/v1 go straight to the live
+# gateway (live/consumers.py, live/routing.py), HTTP to Django.
+routers = ProtocolTypeRouter(
+    {"http": django_application, "websocket": URLRouter(websocket_urlpatterns)}
 )
+application = UnreadFastPath(live_first(routers))

@@ -455,13 +455,16 @@ LIVE_CHANNEL_LAYER = "default"
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # capacity: pushes queued per connection between gateways before the layer drops them.
+        # channel_capacity: pushes waiting in Redis for one gateway PROCESS (its one channel,
+        # live/gateway.py) before the layer drops them: a campaign batch may push to thousands of
+        # its connections at once. capacity: any other channel.
         # socket_timeout: the layer blocks 5 s in BZPOPMIN, redis-py's default read timeout is
         # 5 s too, and the race kills idle connections; 15 s still notices a dead Redis.
         "CONFIG": {
             "hosts": [{"address": LIVE_REDIS_URL, "socket_timeout": 15}],
             "prefix": "missive:live",
             "capacity": 1000,
+            "channel_capacity": {"live-gateway.*": 100_000},
         },
     }
 }

@@ -9,9 +9,19 @@ One ``LiveConsumer`` per connection, on any gateway process:
 - a push that overtakes another (two senders at once) leaves a gap: the missing positions are
   read from the log before it is sent; a push from a new epoch (Redis lost the log) sends
   ``resync`` ``lost`` first;
-- frames go through a bounded outbox (``LIVE_BACKLOG`` frames) written by one task: a client
-  too slow to read while its frames pile up past the bound is closed with 4008, so a slow
-  consumer never grows the gateway's memory without bound;
+- pushes and frames wait in a bounded outbox (``LIVE_BACKLOG`` items) written by a task that
+  exists only while the outbox is not empty: a client too slow to read while its frames pile up
+  past the bound is closed with 4008, so a slow consumer never grows the gateway's memory
+  without bound;
+- an idle connection holds no task of its own beside uvicorn's, which reads the socket: pushes
+  come from the process's one channel-layer receiver (``live.gateway.hub``), not from a receive
+  loop per connection, and Channels' per-message ``close_old_connections`` (a thread hop) is
+  skipped, the gateway never opening a database connection. Blocking Redis calls run on
+  ``asyncio.to_thread``, which copies no context back: ``sync_to_async`` left ~50 rehomed
+  ``asgiref.local`` storages per call in the connection's context (~6 KB per connection,
+  tracemalloc, 1,000 idle connections, 2026-11-24). Measured with ``scripts/bench_live.py``:
+  ~44.6 KB per idle connection before these changes (permessage-deflate off), see
+  BENCHMARKS.md for after;
 - presence is refreshed every ``LIVE_HEARTBEAT_S`` (``live.heartbeats``: one pipelined call for
   every connection of the process) and removed on disconnect; the server
   (uvicorn) pings every connection at the WebSocket level (``ws_ping_interval``, 20 s) and drops
@@ -23,31 +33,33 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 import redis
-from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from live import keys, selectors, services
+from live.gateway import hub
 from live.heartbeats import heartbeats
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CLOSE_BAD_TOKEN = 4001
 CLOSE_TOO_SLOW = 4008
+CLOSE_ERROR = 1011  # Redis failed under a push: the device reconnects and resumes
 PONG = '{"type":"pong"}'
-# Channel-layer calls in flight per process: its connection pool (100) refuses more rather than
-# waiting, which a burst of reconnecting devices would otherwise hit.
-_layer_slots = asyncio.Semaphore(64)
+Item = str | dict[str, Any]  # a frame's text, or a push still to turn into frames
 
 
-def _thread(fn: Callable[..., T]) -> Callable[..., Any]:
-    """``fn`` on a worker thread (its Redis calls block), off Django's one sync thread."""
-    return sync_to_async(fn, thread_sensitive=False)
+async def _thread(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """``fn`` on a worker thread (its Redis calls block), copying no context back."""
+    return await asyncio.to_thread(fn, **kwargs)
 
 
 def _resync(reason: str) -> str:
@@ -59,8 +71,34 @@ class LiveConsumer(AsyncWebsocketConsumer):
     device_id = ""
     epoch = ""
     last_pos = 0
+    started = False
     closing = False
     limit = 0
+    outbox: deque[Item] | None = None
+    writer: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The connection's events, read on the task uvicorn runs the application on; no channel
+        of its own (the hub pushes)."""
+        self.scope, self.base_send = scope, send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
+        finally:
+            self._leave()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """As Channels' but without ``close_old_connections``: no database here."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        await self.disconnect(message["code"])
+        raise StopConsumer()
 
     async def connect(self) -> None:
         await self.accept()
@@ -70,27 +108,28 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_BAD_TOKEN)
             return
         self.uid, self.device_id = bound
-        self.outbox: asyncio.Queue[str] = asyncio.Queue()
-        self.tasks: list[asyncio.Task[None]] = []
-        async with _layer_slots:
-            await self.channel_layer.group_add(keys.group(self.uid), self.channel_name)
+        self.limit = settings.LIVE_BACKLOG
+        await hub.join(keys.group(self.uid), self)  # pushes from here on queue until _start
         since = query.get("since", [""])[0] or None
-        opened = await _thread(services.connection_open)(
-            uid=self.uid, device_id=self.device_id, since=since
+        opened = await _thread(
+            services.connection_open, uid=self.uid, device_id=self.device_id, since=since
         )
         self._start(bound[0], opened)
 
     def _start(self, uid: int, opened: services.Opened) -> None:
         self.epoch, self.last_pos = opened.epoch, opened.head
         self.limit = settings.LIVE_BACKLOG + len(opened.missed)  # a replay is not a slow client
+        early, self.outbox = self.outbox, None  # pushes that came while the log was read
         hello = {"type": "hello", "uid": str(uid), "device_id": self.device_id}
         self._queue(json.dumps({**hello, "cursor": opened.cursor, "resumed": opened.resumed}))
         if opened.resync:
             self._queue(_resync(opened.resync))
         for entry in opened.missed:
             self._queue(entry.text)
-        self.writer = asyncio.create_task(self._write())
-        self.tasks.append(self.writer)
+        self.started = True
+        for item in early or ():
+            self._queue(item)
+        self._wake()
         heartbeats.add(uid, self.device_id)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -98,59 +137,92 @@ class LiveConsumer(AsyncWebsocketConsumer):
             frame = json.loads(text_data or bytes_data or b"")
         except ValueError:
             return
-        if isinstance(frame, dict) and frame.get("type") == "ping" and self.uid is not None:
+        if isinstance(frame, dict) and frame.get("type") == "ping" and self.started:
             self._queue(PONG)
 
-    async def live_event(self, message: dict[str, Any]) -> None:
-        """A push from ``services.publish_many`` (channel-layer type ``live.event``)."""
+    def push(self, message: dict[str, Any]) -> None:
+        """A push from ``services.publish_many`` (channel-layer type ``live.event``), handed
+        over by the hub: handled in order by the writer."""
+        self._queue(message)
+
+    async def _frames(self, message: dict[str, Any]) -> list[str]:
+        """What a push sends: nothing when already sent, else the positions it overtook (read
+        from the log), then its own frame; ``resync`` ``lost`` first when the log started
+        afresh."""
+        frames: list[str] = []
         pos = int(message["pos"])
         if message["epoch"] != self.epoch:  # the log started afresh: what it lost is gone
             self.epoch, self.last_pos = str(message["epoch"]), pos - 1
-            self._queue(_resync("lost"))
+            frames.append(_resync("lost"))
         if pos <= self.last_pos:
-            return
+            return frames
         if pos > self.last_pos + 1:
-            await self._fill(pos - 1)
-        self._queue(str(message["text"]))
+            frames += await self._fill(pos - 1)
         self.last_pos = pos
+        return [*frames, str(message["text"])]
 
-    async def _fill(self, upto: int) -> None:
-        """Send the positions a push overtook, from the log."""
+    async def _fill(self, upto: int) -> list[str]:
+        """The positions a push overtook, from the log."""
         assert self.uid is not None
-        missing = await _thread(selectors.log_between)(self.uid, self.epoch, self.last_pos, upto)
-        if len(missing) < upto - self.last_pos:  # gone from the log meanwhile: say so
-            self._queue(_resync("too_old"))
-        for entry in missing:
-            self._queue(entry.text)
+        missing = await _thread(
+            selectors.log_between, uid=self.uid, epoch=self.epoch, after=self.last_pos, upto=upto
+        )
+        gone = [_resync("too_old")] if len(missing) < upto - self.last_pos else []
+        return gone + [entry.text for entry in missing]  # gone from the log meanwhile: say so
 
-    def _queue(self, text: str) -> None:
+    def _queue(self, item: Item) -> None:
         if self.closing:
             return
-        if self.outbox.qsize() >= self.limit:
+        if self.outbox is None:
+            self.outbox = deque()
+        if len(self.outbox) >= self.limit:
             self.closing = True
-            self.tasks.append(asyncio.create_task(self._too_slow()))
+            asyncio.get_running_loop().create_task(self._too_slow())
             return
-        self.outbox.put_nowait(text)
+        self.outbox.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.started and self.writer is None and self.outbox:
+            self.writer = asyncio.get_running_loop().create_task(self._write())
 
     async def _too_slow(self) -> None:
         log.info("live: uid %s device %s too slow, closing", self.uid, self.device_id)
-        self.writer.cancel()  # its pending frames go with the socket
+        if self.writer is not None:
+            self.writer.cancel()  # its pending frames go with the socket
         await self.close(code=CLOSE_TOO_SLOW)
 
     async def _write(self) -> None:
-        while True:
-            text = await self.outbox.get()
-            await self.send(text_data=text)
+        """Sends the outbox, then ends (an idle connection keeps no task and no outbox)."""
+        try:
+            while self.outbox:
+                item = self.outbox.popleft()
+                for text in [item] if isinstance(item, str) else await self._frames(item):
+                    await self.send(text_data=text)
+            self.outbox = None
+        except (redis.RedisError, OSError) as exc:
+            log.warning("live: uid %s push failed, closing: %r", self.uid, exc)
+            self.closing = True
+            await self.close(code=CLOSE_ERROR)
+        finally:
+            self.writer = None
+
+    def _leave(self) -> None:
+        """Out of the hub and the heartbeats (once; also when the consumer failed)."""
+        if self.uid is None:
+            return
+        if self.writer is not None:
+            self.writer.cancel()
+        hub.leave(keys.group(self.uid), self)
+        if self.started:
+            heartbeats.discard(self.uid, self.device_id)
+        self.started, self.closing = False, True
 
     async def disconnect(self, code: int) -> None:
         if self.uid is None:
             return
-        for task in self.tasks:
-            task.cancel()
-        heartbeats.discard(self.uid, self.device_id)
-        async with _layer_slots:
-            await self.channel_layer.group_discard(keys.group(self.uid), self.channel_name)
+        self._leave()
         try:
-            await _thread(services.connection_close)(uid=self.uid, device_id=self.device_id)
+            await _thread(services.connection_close, uid=self.uid, device_id=self.device_id)
         except redis.RedisError as exc:
             log.warning("live: presence of uid %s not removed: %r", self.uid, exc)

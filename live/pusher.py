@@ -34,7 +34,9 @@ def group_send_many(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
 
 
 async def _send(layer: BaseChannelLayer, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    sent = [layer.group_send(group, message) for group, message in messages]
+    """Each message names its group: a gateway process receives it once for all its connections
+    of that group (``live.gateway``) and hands it to them."""
+    sent = [layer.group_send(group, {**message, "group": group}) for group, message in messages]
     for failure in await asyncio.gather(*sent, return_exceptions=True):
         if isinstance(failure, BaseException):
             log.warning("live: a push failed: %r", failure)

@@ -2,10 +2,14 @@
 socket.
 
     python scripts/bench_live.py [--connections 2000] [--rate 200] [--seconds 10] [--pairs 50]
+                                 [--api-workers 2]
+
+``--connections 0`` or ``--seconds 0`` skips a measurement.
 
 Runs one gateway process as production would (uvicorn serving ``config.asgi``, uvloop and
-httptools) on loopback, against database ``bench_live`` (created and migrated here) and Redis
-databases 8/9. Two measurements, each printed with its conditions:
+httptools, the WebSocket settings of ``live.gateway_worker``: wsproto, no permessage-deflate)
+on loopback, against database ``bench_live`` (created and migrated here) and Redis databases 8/9.
+Two measurements, each printed with its conditions:
 
 1. idle connections: ``--connections`` WebSockets opened to the one process (each receives its
    ``hello``), then the process's resident memory before and after, and per connection (goal:
@@ -87,7 +91,7 @@ def free_port() -> int:
 def start_gateway(port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)]
     cmd += ["--loop", "uvloop", "--http", "httptools", "--log-level", "warning"]
-    cmd += ["--backlog", "4096", "--timeout-keep-alive", "30"]
+    cmd += ["--backlog", "4096", "--timeout-keep-alive", "30", *gateway_flags()]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **ENV})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -100,10 +104,18 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("the gateway did not start")
 
 
+def gateway_flags() -> list[str]:
+    """The WebSocket settings production runs with (``live.gateway_worker``), as uvicorn flags;
+    ``BENCH_LIVE_UVICORN_DEFAULTS=1`` measures uvicorn's defaults instead."""
+    from live.gateway_worker import GATEWAY_FLAGS
+
+    return [] if os.environ.get("BENCH_LIVE_UVICORN_DEFAULTS") == "1" else GATEWAY_FLAGS
+
+
 def start_api(port: int, workers: int) -> subprocess.Popen[bytes]:
     """The HTTP API as production runs it (gunicorn, uvicorn workers), apart from the gateway."""
     cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-    cmd += ["-w", str(workers), "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
+    cmd += ["-w", str(workers), "-k", "live.gateway_worker.GatewayWorker", "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **ENV})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -252,10 +264,12 @@ def main() -> None:
     api_port = free_port()
     api = start_api(api_port, args.api_workers)
     try:
-        print(f"{os.cpu_count()} cores; one uvicorn gateway process (uvloop, httptools);", end="")
-        print(" the client on the same machine")
-        asyncio.run(idle(port, gateway.pid, args.connections))
-        asyncio.run(latency(port, api_port, token, args))
+        print(f"{os.cpu_count()} cores; one uvicorn gateway process (uvloop, httptools", end="")
+        print(f" {' '.join(gateway_flags())}); the client on the same machine")
+        if args.connections:
+            asyncio.run(idle(port, gateway.pid, args.connections))
+        if args.seconds:
+            asyncio.run(latency(port, api_port, token, args))
     finally:
         for proc in (gateway, api):
             proc.terminate()

@@ -67,7 +67,8 @@ class LiveScene:
     # -- the gateway process --------------------------------------------------------------------
     def start(self, log_dir: Path) -> None:
         cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
-        cmd += ["--port", str(self.port), "--ws", "websockets", "--log-level", "warning"]
+        cmd += ["--port", str(self.port), "--ws-per-message-deflate", "false"]
+        cmd += ["--log-level", "warning"]  # the WebSocket protocol: what is installed
         log = open(log_dir / "gateway.log", "wb")  # noqa: SIM115
         env = dict(os.environ, LOG_FORMAT="text")
         self.gateway = subprocess.Popen(

@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from api.models import Scope
+from live.gateway_worker import GATEWAY_FLAGS
 from tests.api.factories import make_api
 from tests.conftest import ROOT, _worker_env
 
@@ -47,6 +48,7 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     env.update(LIVE_BACKLOG=str(BACKLOG), LIVE_HEARTBEAT_S=str(HEARTBEAT_S))
     cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning", "--timeout-graceful-shutdown", "5"]
+    cmd += GATEWAY_FLAGS  # as production runs it (live.gateway_worker)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
