@@ -249,15 +249,11 @@ def _retry(queued: Queued, failure: Exception) -> Any:
     script = _SCRIPTS.get(args[1]) if str(args[0]).upper() == "EVALSHA" else None
     if isinstance(failure, NoScriptError) and script:
         get_redis().script_load(script)  # to every primary
-    try:
-        return get_redis().execute_command(*args, **options)
-    except NoScriptError as exc:
-        if not script:
-            return exc
+    reply = _alone(args, options)
+    if isinstance(reply, NoScriptError) and script:
         get_redis().script_load(script)
-        return _alone(args, options)
-    except redis.RedisError as exc:
-        return exc
+        reply = _alone(args, options)
+    return reply
 
 
 def _alone(args: tuple[Any, ...], options: dict[str, Any]) -> Any:

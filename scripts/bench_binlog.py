@@ -65,14 +65,14 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
+
+from benchkit import prepare_stores  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from bulk import services  # noqa: E402
-from bulk.models import Campaign, CampaignStatus, ChannelSetting, SenderPolicy  # noqa: E402
+from bulk.models import Campaign, CampaignStatus, SenderPolicy  # noqa: E402
 from cachesync import lag, position  # noqa: E402
 from config.celery import app  # noqa: E402
-from infra.redis import get_redis  # noqa: E402
 from messaging import selectors  # noqa: E402
 from messaging.convcache import build  # noqa: E402
 from messaging.models import Account  # noqa: E402
@@ -243,14 +243,7 @@ def main() -> None:
     parser.add_argument("--profile", help="run the follower under cProfile, stats to this file")
     parser.add_argument("--json", help="write the result here too")
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    call_command("hbase_init", verbosity=0)
-    get_redis().flushdb()
-    build.index_rebuild()
-    app.control.purge()
-    ChannelSetting.objects.update_or_create(
-        channel="daily", defaults={"rate_per_s": 10**9, "batch_size": 1000}
-    )
+    prepare_stores(1000)
     result = bench(args)
     print(json.dumps(result, indent=2))
     if args.json:

@@ -80,8 +80,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from benchkit import prepare_stores  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from bulk import fanout, ledger, profile, services  # noqa: E402
@@ -90,7 +90,6 @@ from bulk.models import (  # noqa: E402
     Campaign,
     CampaignBatch,
     CampaignStatus,
-    ChannelSetting,
     SenderPolicy,
 )
 from config.celery import app  # noqa: E402
@@ -509,15 +508,8 @@ def main() -> None:
         "--realistic", action="store_true", help="cap on, existing conversations, cached lists"
     )
     args = parser.parse_args()
-    call_command("migrate", verbosity=0)
-    call_command("hbase_init", verbosity=0)
-    get_redis().flushdb()
-    flagged = build.index_rebuild()  # what the beat task does once per Redis run
+    flagged = prepare_stores(args.batch_size)
     print(f"HBase index of conversation lists trusted ({flagged:,} owners with a row flagged)")
-    app.control.purge()
-    ChannelSetting.objects.update_or_create(
-        channel="daily", defaults={"rate_per_s": 10**9, "batch_size": args.batch_size}
-    )
     base = int(time.time()) * 10_000_000
     print(
         f"{args.recipients:,} recipients per run, {args.workers} worker processes x "

@@ -71,15 +71,11 @@ os.environ.pop("CELERY_RESULT_BACKEND", None)  # the broker's, proxied with it
 os.environ.pop("LIVE_REDIS_URL", None)  # the data Redis', proxied with it
 
 import bench_fanout as fan  # noqa: E402  (sets Django up on the environment above)
+from benchkit import prepare_stores, serve  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 
 from api.clients import api_client_create  # noqa: E402
 from api.models import ApiClient  # noqa: E402
-from bulk.models import ChannelSetting  # noqa: E402
-from config.celery import app  # noqa: E402
-from infra.redis import get_redis  # noqa: E402
-from messaging.convcache import build  # noqa: E402
 
 TOXIPROXY = ("127.0.0.1", 8474)
 STORES = {"mariadb": 3306, "mariadb-replica": 3307, "redis": 6379}
@@ -252,16 +248,7 @@ def start_api(port: int, workers: int, env: dict[str, str]) -> subprocess.Popen[
     """The HTTP API as production runs it (gunicorn, uvicorn workers) on ``env``'s stores."""
     cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
     cmd += ["-w", str(workers), "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the API server did not start")
+    return serve(cmd, port, {**os.environ, **env}, "API server")
 
 
 class Client:
@@ -343,14 +330,7 @@ def one_to_one(bench: Bench, token: str) -> None:
 def prepare(batch_size: int) -> str:
     """bench_fanout's setup (schema, clean Redis, trusted HBase index, empty queue, unthrottled
     daily channel), and an API client with the ``users`` scope: its token."""
-    call_command("migrate", verbosity=0)
-    call_command("hbase_init", verbosity=0)
-    get_redis().flushdb()
-    build.index_rebuild()
-    app.control.purge()
-    ChannelSetting.objects.update_or_create(
-        channel="daily", defaults={"rate_per_s": 10**9, "batch_size": batch_size}
-    )
+    prepare_stores(batch_size)
     ApiClient.objects.filter(name="bench-latency").delete()
     return api_client_create(name="bench-latency", scopes=["users"])[1]
 

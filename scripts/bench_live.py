@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import websockets
+from benchkit import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -92,16 +93,7 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)]
     cmd += ["--loop", "uvloop", "--http", "httptools", "--log-level", "warning"]
     cmd += ["--backlog", "4096", "--timeout-keep-alive", "30", *gateway_flags()]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **ENV})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the gateway did not start")
+    return serve(cmd, port, {**os.environ, **ENV}, "gateway")
 
 
 def gateway_flags() -> list[str]:
@@ -116,17 +108,7 @@ def start_api(port: int, workers: int) -> subprocess.Popen[bytes]:
     """The HTTP API as production runs it (gunicorn, uvicorn workers), apart from the gateway."""
     cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
     cmd += ["-w", str(workers), "-k", "live.gateway_worker.GatewayWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **ENV})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            time.sleep(2)  # every worker imported
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the API server did not start")
+    return serve(cmd, port, {**os.environ, **ENV}, "API server", settle_s=2)  # workers imported
 
 
 def rss_mb(pid: int) -> float:
