@@ -62,6 +62,7 @@ from bulk.services import (
 )
 from infra import broker, metrics, stages
 from infra.outages import store_unavailable, stores_answer
+from infra.redis import clustered, user_slot
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
 
@@ -149,27 +150,48 @@ def _top_up(campaign: Campaign) -> None:
 
 def _next_batches(campaign: Campaign, limit: int) -> list[CampaignBatch]:
     size = quotas.channel_setting(campaign.channel).batch_size
+    if clustered():
+        return _batches_by_slot(campaign, limit, size)
     batches: list[CampaignBatch] = []
-    now = timezone.now()
     while len(batches) < limit:
         chunk = audiences.walk(campaign, campaign.plan_cursor, size)
         campaign.plan_cursor = chunk.cursor
         if chunk.uids:
-            batches.append(
-                CampaignBatch(
-                    campaign=campaign,
-                    index=campaign.batches_planned + len(batches),
-                    first_uid=chunk.uids[0],
-                    last_uid=chunk.uids[-1],
-                    uids=chunk.uids,
-                    size=len(chunk.uids),
-                    enqueued_at=now,
-                )
-            )
+            batches.append(_batch(campaign, len(batches), chunk.uids))
         if chunk.exhausted:
             campaign.planned = True
             break
     return batches
+
+
+def _batches_by_slot(campaign: Campaign, limit: int, size: int) -> list[CampaignBatch]:
+    """On a Redis Cluster: the step's whole window of the audience (``limit`` batches' worth)
+    read at once, ordered by its recipients' cluster slot and cut into batches, so a batch's
+    per-user keys fall into few slots. A batch's unread, cache and presence calls run one
+    script group per slot (each with its own exactly-once marker, storage.counters): 4,000
+    recipients in uid order spread over ~3,550 of the 16,384 slots, in a window of 16 batches
+    over ~1,000, and the three calls took 150 ms a batch against 82 ms at 800 slots (39 ms on
+    one Redis; measured with the 6-node test cluster on the shared 2-core machine). The
+    recipients are the same; only which batch carries whom changes."""
+    chunk = audiences.walk(campaign, campaign.plan_cursor, size * limit)
+    campaign.plan_cursor = chunk.cursor
+    campaign.planned = chunk.exhausted
+    ordered = sorted(chunk.uids, key=lambda uid: (user_slot(uid), uid))
+    parts = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    return [_batch(campaign, n, part) for n, part in enumerate(parts)]
+
+
+def _batch(campaign: Campaign, n: int, uids: list[int]) -> CampaignBatch:
+    """The step's ``n``-th new batch of ``campaign``, to ``uids``."""
+    return CampaignBatch(
+        campaign=campaign,
+        index=campaign.batches_planned + n,
+        first_uid=min(uids),
+        last_uid=max(uids),
+        uids=uids,
+        size=len(uids),
+        enqueued_at=timezone.now(),
+    )
 
 
 # -- running one batch -------------------------------------------------------------------------

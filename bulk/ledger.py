@@ -215,8 +215,8 @@ def _split_off(batch: CampaignBatch, uids: tuple[int, ...]) -> None:
     CampaignBatch.objects.create(
         campaign=campaign,
         index=campaign.batches_planned,
-        first_uid=uids[0],
-        last_uid=uids[-1],
+        first_uid=min(uids),
+        last_uid=max(uids),
         uids=list(uids),
         size=len(uids),
         enqueued_at=timezone.now(),

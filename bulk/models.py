@@ -183,8 +183,8 @@ class BatchState(models.TextChoices):
 class CampaignBatch(models.Model):
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="batches")
     index = models.IntegerField()
-    first_uid = models.BigIntegerField()
-    last_uid = models.BigIntegerField()
+    first_uid = models.BigIntegerField()  # the lowest and highest of ``uids`` (on a Redis
+    last_uid = models.BigIntegerField()  # Cluster a batch is cut in slot order, not a uid range)
     uids = models.JSONField(help_text="the recipients, snapshotted when planned")
     size = models.IntegerField()
     state = models.CharField(max_length=10, choices=BatchState.choices, default=BatchState.PENDING)

@@ -34,7 +34,7 @@ from django.conf import settings
 from django.core import signing
 
 from infra.live_hooks import Event, Lazy
-from infra.redis import by_slot, clustered, get_redis
+from infra.redis import by_user_slot, clustered, get_redis
 from live import cursors, keys
 from live.cursors import Cursor
 from live.lua import scripts
@@ -126,7 +126,7 @@ def recently_online(uids: Sequence[int]) -> list[int]:
     if not clustered():
         found = get_redis().execute_command("MGET", *[keys.seen(uid) for uid in unique])
         return [uid for uid, at in zip(unique, found, strict=True) if at]
-    groups = by_slot(unique, keys.seen)
+    groups = by_user_slot(unique)
     named = {slot: [keys.seen(uid) for uid in group] for slot, group in groups.items()}
     replies = scripts.call_by_slot("seen", named, [])
     return [uid for s, g in groups.items() for uid, at in zip(g, replies[s], strict=True) if at]
@@ -145,7 +145,7 @@ def _push(item: Logged, body: str, ms: int) -> tuple[str, dict[str, Any]]:
 def log_append_many(uids: Sequence[int], body: str, ms: int) -> list[Logged]:
     """Append the event ``body`` (JSON) for the recently online among ``uids``: one ``append``
     call per slot group, all in one pipelined round trip."""
-    groups = list(by_slot(dict.fromkeys(uids), keys.seen).values())
+    groups = list(by_user_slot(dict.fromkeys(uids)).values())
     args = [body, settings.LIVE_LOG_MAXLEN, _log_ttl_s(), ms, cursors.new_epoch()]
     pipe = get_redis().pipeline(transaction=False)
     for group in groups:

@@ -128,6 +128,34 @@ def ensure_database() -> None:
     conn.close()
 
 
+def buffer_pool_mb(want: int | None) -> tuple[int, int]:
+    """Resize InnoDB's buffer pool online to ``want`` MB (None: leave it); returns (before, now).
+
+    scripts/services starts MariaDB with 256 MB, far below a 10M run's tables (conversations
+    1.9 GB, follows 1.1 GB, inbox 0.5 GB): the last fifth of that run went to disk and slowed
+    by a third. A production primary sizes the pool to its hot tables (docs/operations.md)."""
+    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
+    cursor = conn.cursor()
+    cursor.execute("SELECT @@innodb_buffer_pool_size")
+    before = int(cursor.fetchone()[0]) // MB
+    if want is not None and want != before:
+        cursor.execute(f"SET GLOBAL innodb_buffer_pool_size = {int(want) * MB}")
+        _wait_resized(cursor)
+    cursor.execute("SELECT @@innodb_buffer_pool_size")
+    now = int(cursor.fetchone()[0]) // MB
+    conn.close()
+    return before, now
+
+
+def _wait_resized(cursor: Any) -> None:
+    for _ in range(600):
+        cursor.execute("SHOW STATUS LIKE 'Innodb_buffer_pool_resize_status'")
+        row = cursor.fetchone()
+        if not row or not row[1] or "Completed" in row[1] or "completed" in row[1]:
+            return
+        time.sleep(0.5)
+
+
 def machine() -> str:
     cores = os.cpu_count() or 0
     memory = psutil.virtual_memory().total / 1024**3
@@ -735,6 +763,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="worker processes")
     parser.add_argument("--batch-size", type=int, default=settings.BULK_BATCH_SIZE)
     parser.add_argument("--keep", action="store_true", help="keep the last run's data")
+    parser.add_argument(
+        "--buffer-pool-mb",
+        type=int,
+        default=4096,
+        help="InnoDB buffer pool for the run (resized online, restored after; 0: leave it)",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "var/bench_scale.json")
     parser.add_argument("--png", type=Path, default=ROOT / "docs/bench_scale.png")
     parser.add_argument("--replot", type=Path, help="only draw --png from this JSON file")
@@ -751,6 +785,16 @@ def main() -> None:
     sizes = sorted({int(s) for s in args.sizes.split(",")})
     backends = ["sql", "hbase"] if args.backend == "both" else [args.backend]
     ensure_database()
+    before, pool = buffer_pool_mb(args.buffer_pool_mb or None)
+    try:
+        run_and_report(args, sizes, backends, began, pool)
+    finally:
+        buffer_pool_mb(before)
+
+
+def run_and_report(
+    args: argparse.Namespace, sizes: list[int], backends: list[str], began: float, pool: int
+) -> None:
     prepare(args.batch_size)
     header = {
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -759,6 +803,7 @@ def main() -> None:
         "workers": args.workers,
         "batch_size": args.batch_size,
         "conditions": CONDITIONS,
+        "buffer_pool_mb": pool,
     }
     print_header(header, sizes, backends)
     results = run_all(args, sizes, backends, header)
@@ -779,6 +824,7 @@ def print_header(header: dict[str, Any], sizes: list[int], backends: list[str]) 
         + (" (more workers than cores)" if header["workers"] > cores else "")
     )
     print(f"conditions: {header['conditions']}; batches of {header['batch_size']:,}")
+    print(f"MariaDB InnoDB buffer pool: {header['buffer_pool_mb']:,} MB (restored after the run)")
     print(f"sizes {', '.join(f'{s:,}' for s in sizes)} on {' and '.join(backends)}")
     print(
         f"data: database {DATABASE}, Redis db 14/15, HBase prefix {BENCH_ENV['HBASE_TABLE_PREFIX']}"

@@ -17,7 +17,7 @@ reading MySQL (``probe``), which is what lets ``apply`` decide about entries it 
 always correct.
 
 Redis Cluster: every script but ``generations`` takes one owner's keys (one slot); ``generations``
-reads many owners: one group per slot (``infra.redis.by_slot``), the groups of each primary in
+reads many owners: one group per slot (``infra.redis.by_user_slot``), the groups of each primary in
 one call (``ScriptRegistry.call_by_slot``); once in all on a single Redis.
 
 The HBase index (``cl:hbi:{u:<uid>}``, writer.py): which owners may have an HBase row, so a bulk
@@ -34,7 +34,7 @@ from typing import Any
 
 from django.conf import settings
 
-from infra.redis import by_slot, clustered, get_redis, run_id
+from infra.redis import by_user_slot, clustered, get_redis, run_id
 from messaging.convcache import codec, keys, lua
 from messaging.convcache.codec import Fill, Summary
 from storage import msgkey as clock
@@ -140,7 +140,7 @@ def probe_bulk(owners: list[int]) -> BulkProbe:
         marker, *found = lua.call("generations", script_keys, ["1"])
         _collect(owners, found, generations, indexed)
     else:
-        groups = by_slot(owners, keys.entries)
+        groups = by_user_slot(owners)
         keyed = {slot: _probe_keys(group) for slot, group in groups.items()}
         replies = lua.registry.call_by_slot("generations", keyed, ["0"])
         for slot, group in groups.items():

@@ -7,7 +7,7 @@ change (a batch, a message) and makes it idempotent: a redelivered task finds th
 changes nothing.
 
 On a Redis Cluster the owners are grouped by the slot of their ``unread:{u:<uid>}`` hash instead
-(``infra.redis.by_slot``). Each slot's marker lives in that slot
+(``infra.redis.by_user_slot``). Each slot's marker lives in that slot
 (``unread:applied:{<slot tag>}:<marker>``, ``infra.redis.slot_tag``) and guards the same owners
 on every attempt, so a batch half applied before a failover or a lost reply is completed, once,
 by the next attempt. The slots' groups run as ONE script call per primary
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from infra.redis import by_slot, clustered, get_redis, slot_tag
+from infra.redis import by_user_slot, clustered, get_redis, slot_tag
 from storage.counters import keys, lua
 
 MARKER_TTL_S = 7 * 24 * 3600
@@ -50,7 +50,7 @@ def unread_incr_many(
     if clustered():  # the slots' calls grouped per primary: a round trip of their own
         groups = {
             slot: [keys.applied_marker_in(slot_tag(slot), marker or "none"), *keys.unread_many(o)]
-            for slot, o in by_slot(owner_uids, keys.unread).items()
+            for slot, o in by_user_slot(owner_uids).items()
         }
         changed = lua.registry.call_by_slot("incr_many", groups, args)
         return sum(int(n or 0) for n in changed.values())
