@@ -465,6 +465,8 @@ CHANNEL_LAYERS = {
             "prefix": "missive:live",
             "capacity": 1000,
             "channel_capacity": {"live-gateway.*": 100_000},
+            # a gateway adds its channel again every quarter of it (live/gateway.py)
+            "group_expiry": env_int("LIVE_GROUP_EXPIRY_S", 86_400),
         },
     }
 }

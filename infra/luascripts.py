@@ -1,8 +1,8 @@
 """A per-app registry of Lua scripts kept as ``.lua`` files beside the code that calls them.
 
 On a Redis Cluster a script touches one slot, so a call that spans users is one call per slot
-(``infra.redis.by_user_slot``): a 1,000-recipient batch falls into ~1,000 slots and cost ~1,000 script
-calls, which halved fan-out against one Redis (0.50, ``scripts/bench_scaleout.py``).
+(``infra.redis.by_user_slot``): a 1,000-recipient batch falls into ~1,000 slots and cost ~1,000
+script calls, which halved fan-out against one Redis (0.50, ``scripts/bench_scaleout.py``).
 ``call_by_slot`` runs the same per-slot script for all the slots one primary serves in ONE call
 (Redis 7's ``allow-cross-slot-keys`` script flag; ``lua/_per_node.lua`` wraps the script's text
 unchanged), so a batch costs one call per primary; a group whose slot the node does not serve

@@ -70,6 +70,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
     uid: int | None = None
     device_id = ""
     epoch = ""
+    former = ""  # the epoch before a Redis restart the connection went through
     last_pos = 0
     started = False
     closing = False
@@ -145,21 +146,61 @@ class LiveConsumer(AsyncWebsocketConsumer):
         over by the hub: handled in order by the writer."""
         self._queue(message)
 
+    def catch_up(self) -> None:
+        """The process's channel layer failed (``live.gateway``): pushes may be lost, so the
+        log says what this connection has not been sent (in order, after what is queued)."""
+        self._queue({"catch_up": True})
+
     async def _frames(self, message: dict[str, Any]) -> list[str]:
         """What a push sends: nothing when already sent, else the positions it overtook (read
         from the log), then its own frame; ``resync`` ``lost`` first when the log started
         afresh."""
-        frames: list[str] = []
+        if message.get("catch_up"):
+            return await self._catch_up()
+        if message["epoch"] == self.former:  # from before a restart: read from the log if kept
+            return []
+        frames = self._switch(message)
         pos = int(message["pos"])
-        if message["epoch"] != self.epoch:  # the log started afresh: what it lost is gone
-            self.epoch, self.last_pos = str(message["epoch"]), pos - 1
-            frames.append(_resync("lost"))
         if pos <= self.last_pos:
             return frames
         if pos > self.last_pos + 1:
             frames += await self._fill(pos - 1)
         self.last_pos = pos
         return [*frames, str(message["text"])]
+
+    def _switch(self, message: dict[str, Any]) -> list[str]:
+        """A push from another epoch: the log started afresh (``resync`` ``lost``: what it lost
+        is gone), unless Redis restarted and kept every position this connection was sent
+        (``prev`` is ours and ``floor`` reaches ``last_pos``): then the same log goes on."""
+        epoch = str(message["epoch"])
+        if epoch == self.epoch:
+            return []
+        kept = message.get("prev") == self.epoch and self.last_pos <= int(message.get("floor", 0))
+        self.former, self.epoch = self.epoch, epoch
+        if kept:
+            return []
+        self.last_pos = int(message["pos"]) - 1
+        return [_resync("lost")]
+
+    async def _catch_up(self) -> list[str]:
+        """The log's entries after ``last_pos``, or ``resync`` ``lost`` when Redis lost some this
+        connection was sent (the log is gone, or its head went back)."""
+        assert self.uid is not None
+        head = await _thread(selectors.log_head, uid=self.uid)
+        if head is None:
+            self.former, self.epoch, self.last_pos = self.epoch, "", 0
+            return [_resync("lost")]
+        pos = int(head["pos"])
+        if head["epoch"] == self.epoch and pos < self.last_pos:
+            self.last_pos = pos  # the next append starts a new epoch with this as its floor
+            return [_resync("lost")]
+        frames = self._switch(head)
+        if frames or pos <= self.last_pos:
+            self.last_pos = max(self.last_pos, pos)
+            return frames
+        frames = await self._fill(pos)
+        self.last_pos = pos
+        return frames
 
     async def _fill(self, upto: int) -> list[str]:
         """The positions a push overtook, from the log."""

@@ -17,6 +17,14 @@ channel is in the group (the consumer reads the log only then: no gap).
 
 The process's channel has its own capacity (``CHANNEL_LAYERS`` ``channel_capacity``): every push
 to this process waits there, not only one connection's.
+
+Staying in the groups (channels-redis drops a channel from a group ``group_expiry`` after it was
+added, ``LIVE_GROUP_EXPIRY_S``, a day by default, and a Redis killed with -9 may lose the last
+second of adds): every quarter of ``group_expiry`` the hub adds its channel again to every group
+it has connections in (``group_add`` refreshes the channel's time; 10,000 connected users: 10,000
+adds every 6 hours), and again as soon as Redis answers after a receive failed. Then, since
+pushes sent meanwhile may be lost, every connection catches up from its log
+(``LiveConsumer.catch_up``: one HMGET each, the missing entries if any, or ``resync`` ``lost``).
 """
 
 from __future__ import annotations
@@ -25,16 +33,22 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+import redis
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
+
+from infra.redis import get_redis
 
 log = logging.getLogger(__name__)
 CHANNEL_PREFIX = "live-gateway"
 RETRY_S = 1.0
+DEFAULT_GROUP_EXPIRY_S = 86_400  # channels-redis's
 
 
 class Member(Protocol):
     def push(self, message: dict[str, Any]) -> None: ...
+
+    def catch_up(self) -> None: ...
 
 
 class Hub:
@@ -44,6 +58,7 @@ class Hub:
         self.channel = ""
         self.layer: BaseChannelLayer | None = None
         self.receiver: asyncio.Task[None] | None = None
+        self.refresher: asyncio.Task[None] | None = None
         # Channel-layer calls in flight: its connection pool (100) refuses more rather than
         # waiting, which a burst of reconnecting devices would otherwise hit.
         self.slots = asyncio.Semaphore(64)
@@ -75,11 +90,20 @@ class Hub:
             del self.members[group]
             self._change(group, add=False)
 
-    def _change(self, group: str, *, add: bool) -> None:
+    def _change(self, group: str, *, add: bool) -> asyncio.Task[None]:
         change = self._apply(self.changes.get(group), group, add)
         task = asyncio.get_running_loop().create_task(change)
         self.changes[group] = task
         task.add_done_callback(lambda done: self._changed(group, done))
+        return task
+
+    async def rejoin(self) -> None:
+        """Add the channel again to every group of this process's connections (after any change
+        of each still under way); raises when one failed."""
+        changes = [self._change(group, add=True) for group in list(self.members)]
+        for failure in await asyncio.gather(*changes, return_exceptions=True):
+            if isinstance(failure, BaseException):
+                raise failure
 
     def _changed(self, group: str, done: asyncio.Task[None]) -> None:
         if self.changes.get(group) is done:
@@ -91,11 +115,12 @@ class Hub:
         if previous is not None:
             await asyncio.wait([previous])
         assert self.layer is not None
+        change = self.layer.group_add if add else self.layer.group_discard
         async with self.slots:
-            if add:
-                await self.layer.group_add(group, self.channel)
-            else:
-                await self.layer.group_discard(group, self.channel)
+            try:
+                await change(group, self.channel)
+            except redis.ConnectionError:  # a pooled connection a Redis restart closed: once more
+                await change(group, self.channel)
 
     async def _start(self) -> None:
         if self.receiver is not None and not self.receiver.done():
@@ -104,7 +129,10 @@ class Hub:
         assert self.layer is not None
         if not self.channel:
             self.channel = await self.layer.new_channel(CHANNEL_PREFIX)
-        self.receiver = asyncio.get_running_loop().create_task(self._receive())
+        loop = asyncio.get_running_loop()
+        self.receiver = loop.create_task(self._receive())
+        if self.refresher is None or self.refresher.done():
+            self.refresher = loop.create_task(self._refresh())
 
     async def _receive(self) -> None:
         assert self.layer is not None
@@ -113,10 +141,37 @@ class Hub:
                 message = await self.layer.receive(self.channel)
             except Exception as exc:  # Redis down: keep trying, pushes resume when it is back
                 log.warning("live: the gateway's channel receive failed: %r", exc)
-                await asyncio.sleep(RETRY_S)
+                await self._recover()
                 continue
             for member in self.members.get(str(message.get("group")), ()):
                 member.push(message)
+
+    async def _recover(self) -> None:
+        """Once Redis answers again: back in every group, then every connection catches up
+        (once the data Redis it reads answers too, its breaker closed: else each catch-up would
+        fail and close its connection)."""
+        while True:
+            await asyncio.sleep(RETRY_S)
+            try:
+                await self.rejoin()
+                await asyncio.to_thread(lambda: get_redis().ping())
+            except Exception as exc:
+                log.warning("live: the gateway's groups not joined again yet: %r", exc)
+                continue
+            for members in list(self.members.values()):
+                for member in list(members):
+                    member.catch_up()
+            return
+
+    async def _refresh(self) -> None:
+        """Every quarter of the layer's ``group_expiry``, the channel back in its groups."""
+        expiry = getattr(self.layer, "group_expiry", DEFAULT_GROUP_EXPIRY_S)
+        while True:
+            await asyncio.sleep(expiry / 4)
+            try:
+                await self.rejoin()
+            except Exception as exc:  # Redis down: _recover rejoins once it is back
+                log.warning("live: the gateway's groups not refreshed: %r", exc)
 
 
 hub = Hub()

@@ -8,7 +8,9 @@ tag ``{u:<uid>}``, so each Lua call touches one Redis Cluster slot).
   (refreshed by heartbeats: a gateway that died leaves entries that simply expire).
 - ``live:{u:<uid>}:at``    HASH device_id -> ms the device's current connection opened.
 - ``live:{u:<uid>}:meta``  HASH ``epoch`` (random, new whenever the log starts afresh: a Redis that
-  lost the log cannot be mistaken for the same one) and ``pos`` (the last position written).
+  lost the log cannot be mistaken for the same one), ``pos`` (the last position written),
+  ``run`` (INFO's run_id of the Redis that wrote it), and after a restart ``prev`` (the epoch
+  before it) and ``floor`` (the last position that survived it: the same log goes on after it).
 - ``live:{u:<uid>}:log``   STREAM of events, entry id ``0-<pos>``, fields ``e`` (the frame
   without its cursor, JSON) and ``ms``; exact MAXLEN ``LIVE_LOG_MAXLEN``.
 """

@@ -4,6 +4,9 @@
 oldest connection first, in one round trip. ``log_between(uid, epoch, after, upto)``: the
 frames at positions ``after+1 .. upto`` of the log, in order, each with its cursor; empty when
 the log's epoch is no longer ``epoch`` (a gateway filling a gap after a push overtook another).
+``log_head(uid)``: the log's epoch, head position and restart fields as a push names them
+(``epoch``, ``pos``, ``prev``, ``floor``), None when there is no log (a gateway catching up its
+connections after its channel layer failed).
 """
 
 from __future__ import annotations
@@ -82,3 +85,16 @@ def log_between(uid: int, epoch: str, after: int, upto: int) -> list[Entry]:
     if current is None or current.decode() != epoch:
         return []
     return entries_from(epoch, raw)
+
+
+def log_head(uid: int) -> dict[str, str | int] | None:
+    found: list[bytes | None] = get_redis().hmget(keys.meta(uid), ["epoch", "pos", "prev", "floor"])  # type: ignore[assignment]
+    epoch, pos, prev, floor = found
+    if epoch is None:
+        return None
+    return {
+        "epoch": epoch.decode(),
+        "pos": int(pos or 0),
+        "prev": (prev or b"").decode(),
+        "floor": int(floor or 0),
+    }

@@ -17,6 +17,10 @@ Contracts:
 - ``connection_open`` / ``connections_touch`` / ``connection_close``: a gateway's connection
   registers its device (online until ``PRESENCE_TTL_S`` past the last heartbeat), keeps its user
   recently online, and on open reads what a resuming device missed (``Opened``).
+- A Redis restart (a crash loses up to its last second: AOF everysec) moves each log to a new
+  epoch on its next write, naming the old one (``prev``) and the last position kept (``floor``):
+  a cursor or a connection of the old epoch up to ``floor`` goes on, one past it gets ``resync``
+  ``lost``, as the positions after ``floor`` are written again (lua/append.lua).
 """
 
 from __future__ import annotations
@@ -90,10 +94,15 @@ def token_open(token: str) -> tuple[int, str] | None:
 # -- publishing ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Logged:
+    """One user's new log entry: its epoch and position, whether the user is connected, and
+    the epoch before a Redis restart with the last position that survived it (``floor``)."""
+
     uid: int
     epoch: str
     pos: int
     online: bool
+    prev: str = ""
+    floor: int = 0
 
 
 def publish_many(uids: Sequence[int], event: Lazy) -> None:
@@ -139,7 +148,8 @@ def publish(uid: int, event: Lazy) -> None:
 def _push(item: Logged, body: str, ms: int) -> tuple[str, dict[str, Any]]:
     cursor = Cursor(item.epoch, item.pos, ms)
     message = {"type": "live.event", "epoch": item.epoch, "pos": item.pos}
-    return keys.group(item.uid), {**message, "text": cursors.frame(body, cursor)}
+    restart = {"prev": item.prev, "floor": item.floor}  # a gateway still in ``prev`` goes on
+    return keys.group(item.uid), {**message, **restart, "text": cursors.frame(body, cursor)}
 
 
 def log_append_many(uids: Sequence[int], body: str, ms: int) -> list[Logged]:
@@ -157,10 +167,13 @@ def log_append_many(uids: Sequence[int], body: str, ms: int) -> list[Logged]:
 
 
 def _logged(group: Sequence[int], reply: Sequence[Any]) -> list[Logged]:
-    return [
-        Logged(group[int(reply[i]) - 1], _text(reply[i + 1]), int(reply[i + 2]), reply[i + 3] == 1)
-        for i in range(0, len(reply), 4)
-    ]
+    return [_one_logged(group, reply[i : i + 6]) for i in range(0, len(reply), 6)]
+
+
+def _one_logged(group: Sequence[int], item: Sequence[Any]) -> Logged:
+    index, epoch, pos, online, prev, floor = item
+    uid = group[int(index) - 1]
+    return Logged(uid, _text(epoch), int(pos), online == 1, _text(prev), int(floor))
 
 
 def _text(value: bytes | str) -> str:
@@ -195,7 +208,14 @@ def connection_open(*, uid: int, device_id: str, since: str | None) -> Opened:
     opened = Opened(epoch, head, str(Cursor(epoch, head, ms)))
     if since is None:
         return opened
+    if wanted is not None and _survived(wanted, _text(reply[3]), int(reply[4])):
+        wanted = Cursor(epoch, wanted.pos, wanted.ms)  # the same log, renamed by the restart
     return _resumed(opened, wanted, entries_from(epoch, reply[2] or []), ms)
+
+
+def _survived(wanted: Cursor, prev: str, floor: int) -> bool:
+    """A cursor from before a Redis restart that names a position the restart kept."""
+    return bool(prev) and wanted.epoch == prev and wanted.pos <= floor
 
 
 def _resumed(opened: Opened, wanted: Cursor | None, missed: list[Entry], ms: int) -> Opened:

@@ -1,26 +1,39 @@
 -- Append one event to the log of every recently online user among the callers' (one slot).
 -- KEYS: per user seen, dev, at, meta, log (live/keys.py user_keys), users in the caller's order.
 -- ARGV: event JSON, MAXLEN, TTL of meta and log (s), now (ms), a fresh epoch for a new log.
--- Returns a flat array, 4 items per user logged: index (1-based), epoch, position, online (0/1).
+-- Returns a flat array, 6 items per user logged: index (1-based), epoch, position, online (0/1),
+-- the epoch before a Redis restart ('' for none) and the last position that survived it.
+-- The epoch moves on when the log is gone or when this Redis restarted since it was written
+-- (INFO's run_id, ~6 us): AOF everysec may have lost its last second, and the positions after
+-- what survived are written again, so a cursor of the old epoch is good only up to ``floor``.
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local function epoch_of(meta, log, fresh)
+  local found = redis.call('HMGET', meta, 'epoch', 'run', 'prev', 'floor', 'pos')
+  if found[1] and found[2] == run then
+    return found[1], found[3] or '', tonumber(found[4] or 0)
+  end
+  local prev, floor = '', 0
+  if found[1] then
+    prev, floor = found[1], tonumber(found[5] or 0)
+  else
+    redis.call('DEL', log)
+  end
+  redis.call('HSET', meta, 'epoch', fresh, 'run', run, 'prev', prev, 'floor', floor, 'pos', floor)
+  return fresh, prev, floor
+end
 local out = {}
 for i = 1, #KEYS, 5 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local meta, log = KEYS[i + 3], KEYS[i + 4]
-    local epoch = redis.call('HGET', meta, 'epoch')
-    if not epoch then
-      epoch = ARGV[5]
-      redis.call('DEL', log)
-      redis.call('HSET', meta, 'epoch', epoch, 'pos', 0)
-    end
+    local epoch, prev, floor = epoch_of(meta, log, ARGV[5])
     local pos = redis.call('HINCRBY', meta, 'pos', 1)
     redis.call('XADD', log, 'MAXLEN', ARGV[2], '0-' .. pos, 'e', ARGV[1], 'ms', ARGV[4])
     redis.call('EXPIRE', meta, ARGV[3])
     redis.call('EXPIRE', log, ARGV[3])
     local online = redis.call('ZCOUNT', KEYS[i + 1], ARGV[4], '+inf') > 0 and 1 or 0
-    table.insert(out, (i + 4) / 5)
-    table.insert(out, epoch)
-    table.insert(out, pos)
-    table.insert(out, online)
+    for _, item in ipairs({(i + 4) / 5, epoch, pos, online, prev, floor}) do
+      table.insert(out, item)
+    end
   end
 end
 return out

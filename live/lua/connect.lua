@@ -1,26 +1,40 @@
 -- A device connects: presence, "recently online", the log's epoch (a new one when the log is
--- gone), and the entries after the device's cursor when it resumes in the same epoch.
+-- gone or Redis restarted since it was written: see append.lua), and the entries after the
+-- device's cursor when it resumes in this epoch, or in the one before a restart up to ``floor``.
 -- KEYS: seen, dev, at, meta, log of one user.
 -- ARGV: device, now (ms), connected until (ms), window (s), TTL (s), fresh epoch,
 --       resume epoch ('' for none), resume position, at most this many entries.
--- Returns {epoch, head position, entries or false}; entries as XRANGE gives them.
+-- Returns {epoch, head position, entries or false, epoch before a restart or '', floor};
+-- entries as XRANGE gives them.
 local seen, dev, at, meta, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local function epoch_of(fresh)
+  local found = redis.call('HMGET', meta, 'epoch', 'run', 'prev', 'floor', 'pos')
+  if found[1] and found[2] == run then
+    return found[1], found[3] or '', tonumber(found[4] or 0)
+  end
+  local prev, floor = '', 0
+  if found[1] then
+    prev, floor = found[1], tonumber(found[5] or 0)
+  else
+    redis.call('DEL', log)
+  end
+  redis.call('HSET', meta, 'epoch', fresh, 'run', run, 'prev', prev, 'floor', floor, 'pos', floor)
+  return fresh, prev, floor
+end
 redis.call('SET', seen, ARGV[2], 'EX', ARGV[4])
 redis.call('ZREMRANGEBYSCORE', dev, '-inf', ARGV[2])
 redis.call('ZADD', dev, ARGV[3], ARGV[1])
 redis.call('HSET', at, ARGV[1], ARGV[2])
-local epoch = redis.call('HGET', meta, 'epoch')
-if not epoch then
-  epoch = ARGV[6]
-  redis.call('DEL', log)
-  redis.call('HSET', meta, 'epoch', epoch, 'pos', 0)
-end
+local epoch, prev, floor = epoch_of(ARGV[6])
 for _, key in ipairs({dev, at, meta, log}) do
   redis.call('EXPIRE', key, ARGV[5])
 end
 local head = tonumber(redis.call('HGET', meta, 'pos'))
+local since = tonumber(ARGV[8])
 local entries = false
-if ARGV[7] == epoch and tonumber(ARGV[8]) < head then
-  entries = redis.call('XRANGE', log, '0-' .. (tonumber(ARGV[8]) + 1), '+', 'COUNT', ARGV[9])
+local same = ARGV[7] == epoch or (ARGV[7] ~= '' and ARGV[7] == prev and since <= floor)
+if same and since < head then
+  entries = redis.call('XRANGE', log, '0-' .. (since + 1), '+', 'COUNT', ARGV[9])
 end
-return {epoch, head, entries}
+return {epoch, head, entries, prev, floor}

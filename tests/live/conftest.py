@@ -32,6 +32,9 @@ from tests.conftest import ROOT, _worker_env
 LOG_MAXLEN = 5
 HEARTBEAT_S = 1  # a device counts as online until 3 heartbeats are missed
 BACKLOG = 50  # frames a gateway queues for one connection before it closes it with 4008
+# channels-redis drops a channel from a group this long after its last add: each gateway adds
+# itself again every quarter of it (live/gateway.py), which the idle tests exercise in seconds
+GROUP_EXPIRY_S = 4
 FRAME_TIMEOUT_S = 10.0
 
 
@@ -46,6 +49,7 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     # the tests' key: a token minted in this process (an expired one) is checked by the gateway
     env.update(DJANGO_SECRET_KEY=settings.SECRET_KEY, LIVE_LOG_MAXLEN=str(LOG_MAXLEN))
     env.update(LIVE_BACKLOG=str(BACKLOG), LIVE_HEARTBEAT_S=str(HEARTBEAT_S))
+    env.update(LIVE_GROUP_EXPIRY_S=str(GROUP_EXPIRY_S))
     cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning", "--timeout-graceful-shutdown", "5"]
     cmd += GATEWAY_FLAGS  # as production runs it (live.gateway_worker)
@@ -75,6 +79,17 @@ def gateways(django_db_setup: Any) -> Iterator[tuple[int, int]]:
         except subprocess.TimeoutExpired:  # a connection that never finished closing
             proc.kill()
             proc.wait(timeout=15)
+
+
+@pytest.fixture
+def spare_gateway(gateways: tuple[int, int]) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A third gateway process of the test's own, to kill: its port and its process."""
+    port = free_port()
+    proc = start_gateway(port)
+    yield port, proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=15)
 
 
 class Http:
