@@ -28,7 +28,7 @@ For each size and backend, in this order (both backends at one size before the n
   after 10% done is within 10% of their RSS at 10% done;
 - the batch ledger's rows, and after ANALYZE TABLE the data+index length (information_schema) of
   the inbox, conversation, ledger and follow tables; on HBase the inbox table's region count
-  (Thrift ``getTableRegions``) and its store files' size on disk (the standalone HBase's local
+  (Thrift ``getTableRegions``) and its store files' size on disk (the local HBase's file://
   rootdir; what the memstore holds unflushed is not counted);
 - the ETA's error at 10/50/90% done: the console's (bulk/live.py ``campaigns_live``, polled each
   second as the admin console does: the rate over the last 10 s) and the API's
@@ -509,8 +509,8 @@ def hbase_sizes() -> dict[str, Any]:
 
 
 def hbase_rootdir() -> Path:
-    """The local rootdir of the standalone HBase that serves our Thrift port (scripts/services:
-    the JVM's ``-Dhbase.log.dir`` holds ``conf/hbase-site.xml``); NOWHERE when not found."""
+    """The local rootdir of the HBase that serves our Thrift port (scripts/services: the
+    gateway JVM's ``-Dhbase.log.dir`` holds ``conf/hbase-site.xml``); NOWHERE when not found."""
     port = int(hbase.options()["PORT"])
     for proc in psutil.process_iter(["cmdline"]):
         args = proc.info["cmdline"] or []

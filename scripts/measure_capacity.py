@@ -7,8 +7,8 @@ Runs the project's own code on the services of ``scripts/services up`` (its own 
 ``infra/capacity_measured.json`` with the date and the machine. Every throughput is measured per
 the unit it names, from CPU time: during each measurement it samples the CPU seconds (user +
 system, psutil) of the server process that does the work, found from the server itself (the
-HBase JVM of ``var/services/hbase/master.pid``, which runs the RegionServers, and the Thrift
-gateway of ``thrift.pid``; Redis :6379 by ``INFO server``'s ``process_id``; MariaDB :3306 by
+RegionServer JVMs of ``var/services/hbase/regionserver-*.pid``, summed, and the Thrift gateway
+of ``thrift.pid``; Redis :6379 by ``INFO server``'s ``process_id``; MariaDB :3306 by
 ``@@pid_file``; the Celery workers by ``scripts/bench_fanout.py --profile``), and stores the work
 per CPU-second of that process (``..._per_s_per_core``) beside the wall-clock rate (``wall``):
 on 2 shared cores a wall-clock rate is the whole machine's, a CPU-second is one core's.
@@ -17,7 +17,8 @@ on 2 shared cores a wall-clock rate is the whole machine's, a CPU-second is one 
   inbox backend, the table flushed and major-compacted (``scripts/hbase/TableFiles.java``), its
   store files summed on disk (FAST_DIFF encoding, ROW bloom, as ``hbase_init`` creates it);
 - HBase rows per core: ``add_received`` batches of the product's batch size from 2 processes;
-  rows per CPU-second of the RegionServers' JVM, and of the Thrift gateway;
+  rows per CPU-second of the RegionServers' JVMs (all of them together), and of the Thrift
+  gateway;
 - fan-out per core: ``scripts/bench_fanout.py --profile`` (HBase inbox), recipients per
   CPU-second of its worker processes, and recipients per CPU-second of MariaDB over the whole
   campaign (conversation upserts, batch ledger, audience reads);
@@ -113,11 +114,18 @@ def server_pids() -> dict[str, list[int]]:
         cur.execute("SELECT @@pid_file")
         mariadb = int(Path(cur.fetchone()[0]).read_text())
     return {
-        "hbase": [_pid_file(HBASE_DIR / "master.pid")],  # HMaster + RegionServers + ZooKeeper
+        "hbase": regionserver_pids(),  # the RegionServer JVMs (not the HMaster nor ZooKeeper)
         "thrift": [_pid_file(HBASE_DIR / "thrift.pid")],  # the gateway happybase writes through
         "redis": [int(get_redis().info("server")["process_id"])],
         "mariadb": [mariadb],
     }
+
+
+def regionserver_pids() -> list[int]:
+    """scripts/services runs one JVM per RegionServer (``regionserver-N.pid``)."""
+    pids = [_pid_file(path) for path in sorted(HBASE_DIR.glob("regionserver-*.pid"))]
+    assert pids, f"no RegionServer pidfile under {HBASE_DIR}: is HBase up (scripts/services)?"
+    return pids
 
 
 def _pid_file(path: Path) -> int:
@@ -469,8 +477,8 @@ def notes(args: argparse.Namespace, servers: int, idle: dict[str, float]) -> dic
         "idle": f"CPU seconds per second of each server with nothing of ours running: {idle}",
         "hbase": f"{args.entries:,} entries for the bytes; rows: {args.hbase_batches} "
         f"add_received batches of {BATCH:,} from 2 processes (HBase inbox backend), per "
-        f"CPU-second of the HBase JVM (master.pid: the HMaster, ZooKeeper and {servers} "
-        "RegionServers as threads, all counted against the RegionServers) and of the Thrift "
+        f"CPU-second of the {servers} RegionServer JVMs serving the table, summed "
+        "(regionserver-*.pid; the HMaster and ZooKeeper JVMs not counted) and of the Thrift "
         "gateway (thrift.pid)",
         "fanout": f"bench_fanout.py --backends hbase --recipients {args.fanout_recipients} "
         f"--workers {args.workers} --batch-size {BATCH} --repeat 3 --profile (medians): "

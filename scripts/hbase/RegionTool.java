@@ -6,8 +6,14 @@
 //   java -cp ... scripts/hbase/RegionTool.java move <table> <n> [--on-stdin]
 //       moves n regions, each to the next live server, and prints them; with --on-stdin it
 //       connects, prints "ready" and moves once a line arrives on stdin (no JVM start then)
+//   java -cp ... scripts/hbase/RegionTool.java spread <table>
+//       moves the table's regions from the busiest live server to the idlest until their counts
+//       differ by at most one (a RegionServer back from a crash serves nothing until then)
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.HRegionLocation;
 import org.apache.hadoop.hbase.ServerName;
@@ -49,9 +55,32 @@ public class RegionTool {
                 + loc.getServerName() + " -> " + to);
           }
           break;
+        case "spread":
+          spread(admin, servers, locations(conn, args[1]));
+          break;
         default:
-          throw new IllegalArgumentException("servers | regions <table> | move <table> <n>");
+          throw new IllegalArgumentException(
+              "servers | regions <table> | move <table> <n> | spread <table>");
       }
+    }
+  }
+
+  static void spread(Admin admin, List<ServerName> servers, List<HRegionLocation> regions)
+      throws Exception {
+    Map<ServerName, List<HRegionLocation>> by = new HashMap<>();
+    for (ServerName s : servers) by.put(s, new ArrayList<>());
+    for (HRegionLocation loc : regions) {
+      if (by.containsKey(loc.getServerName())) by.get(loc.getServerName()).add(loc);
+    }
+    Comparator<ServerName> load = Comparator.comparingInt(s -> by.get(s).size());
+    while (true) {
+      ServerName from = servers.stream().max(load).get();
+      ServerName to = servers.stream().min(load).get();
+      if (by.get(from).size() - by.get(to).size() <= 1) break;
+      HRegionLocation loc = by.get(from).remove(by.get(from).size() - 1);
+      admin.move(loc.getRegion().getEncodedNameAsBytes(), to);
+      by.get(to).add(loc);
+      System.out.println("moved " + loc.getRegion().getEncodedName() + " " + from + " -> " + to);
     }
   }
 

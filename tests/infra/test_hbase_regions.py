@@ -1,5 +1,5 @@
-"""The test HBase runs three RegionServers (scripts/services: a standalone HMaster with
-``hbase.regionservers=3``), and ``hbase_init``'s 16 salt regions spread over all of them."""
+"""The test HBase runs three RegionServers (scripts/services: a JVM each, ``HBASE_REGIONSERVERS``),
+and ``hbase_init``'s 16 salt regions spread over all of them."""
 
 from __future__ import annotations
 
