@@ -13,15 +13,16 @@ TEST_ENV := DATABASE_URL=mysql://missive:missive@127.0.0.1:3306/missive \
 # (BULK_BATCH_SIZE: scenarios of a few thousand recipients span several batches; the product's
 # default, 4,000, is chosen in config/settings.py and exercised by scripts/bench_fanout.py.)
 # The second pass: the suites that touch Redis again, with every data key on the Redis Cluster
-# (scripts/services: :7000-7005); the Celery broker stays on the plain Redis above.
+# (scripts/services: :7000-7005); the Celery broker stays on the plain Redis above. The HTTP
+# suites of 1:1 and group messages run on the one Redis only: their Redis calls are those of the
+# service suites below, which run on both.
 CLUSTER_ENV := REDIS_CLUSTER=1 REDIS_URL=redis://127.0.0.1:7000/0
 CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/messaging/test_counters_epoch.py tests/messaging/test_counters_rebuild.py \
 	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
 	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
 	tests/groups/test_services.py tests/groups/test_unread.py \
-	tests/unread tests/config/test_asgi.py \
-	tests/messaging/test_api.py tests/groups/test_api.py tests/bulk/test_api_control.py \
+	tests/unread tests/config/test_asgi.py tests/bulk/test_api_control.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
 # Failovers on purpose, each in a process of its own: after one, the test process's cluster client

@@ -13,6 +13,7 @@ same result whichever way it ran.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from infra.redis import clustered, get_redis, node_slots
 
 PER_NODE = (Path(__file__).parent / "lua" / "_per_node.lua").read_text()
 SHEBANG = "#!lua flags=allow-cross-slot-keys\n"
+INCLUDE = re.compile(r"^--#include (\S+)$", re.MULTILINE)
 
 
 class ScriptRegistry:
@@ -31,7 +33,11 @@ class ScriptRegistry:
         self.folder = folder
 
     def source(self, name: str) -> str:
-        return (self.folder / f"{name}.lua").read_text()
+        """The script's text, each ``--#include <file>`` line replaced by that file of the same
+        folder (Redis scripts cannot load one another: a function two scripts share is kept
+        once)."""
+        text = (self.folder / f"{name}.lua").read_text()
+        return INCLUDE.sub(lambda m: (self.folder / m.group(1)).read_text(), text)
 
     @cache  # noqa: B019 - one registry per app, alive for the whole process
     def script(self, name: str) -> Script:

@@ -1,4 +1,4 @@
--- Shared by the member scripts (prepended): parse and write a ``read|mentions|hidden`` value.
+-- Shared by the member scripts (``--#include``d): parse and write a ``read|mentions|hidden`` value.
 local function split(text)
   local out = {}
   for n in string.gmatch(text or '', '[^,]+') do out[#out + 1] = tonumber(n) end

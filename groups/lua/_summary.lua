@@ -1,4 +1,4 @@
--- Shared by the head scripts (prepended): the group's summary, a string key beside the head,
+-- Shared by the head scripts (``--#include``d): the group's summary, a string key beside the head,
 -- ``<max>|<recalled seqs, ascending, csv>|<1 if older recalls were dropped, else 0>|<sk>``
 -- (``sk``: the head's sort key, the list's order), read with one MGET per slot by the unread
 -- fast path and the conversation list. A summary written before ``sk`` was added parses too.

@@ -1,3 +1,4 @@
+--#include _summary.lua
 -- A message reached the group's head: KEYS[1] ghead:{g:<gid>}, KEYS[2] gsum:{g:<gid>}.
 -- ARGV: seq, at_ms, sort_key, summary JSON, recalls kept. Max-merge: a replay or a late writer
 -- never moves the head back; the last-message summary (and the sort key) follow the highest

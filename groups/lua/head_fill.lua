@@ -1,3 +1,4 @@
+--#include _summary.lua
 -- Rebuild a group's head from MySQL: KEYS[1] ghead:{g:<gid>}, KEYS[2] grecall:{g:<gid>},
 -- KEYS[3] gsum:{g:<gid>}. ARGV: max, ls, at, sk, summary JSON ('' for none), recalls kept,
 -- then the recalled seqs. Max-merge with whatever a concurrent send wrote meanwhile.

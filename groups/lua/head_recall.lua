@@ -1,3 +1,4 @@
+--#include _summary.lua
 -- A message was recalled: KEYS[1] ghead:{g:<gid>}, KEYS[2] grecall:{g:<gid>},
 -- KEYS[3] gsum:{g:<gid>} (one tag). ARGV: seq, the recalled summary JSON, recalls kept.
 -- Idempotent (sets; the summary only if it shows seq). Without a head, nothing but the set:

@@ -1,3 +1,4 @@
+--#include _member.lua
 -- Add or drop one marker of a member: KEYS[1] gmember:{u:<uid>}; ARGV: gid, seq, kind
 -- ('m' mention, 'h' hidden for me), op ('add' | 'del'). Idempotent; a marker at or before the
 -- read position is never added (it would count nothing).

@@ -1,3 +1,4 @@
+--#include _member.lua
 -- Move a member's read position: KEYS[1] gmember:{u:<uid>}; ARGV: gid, seq.
 -- Never backwards; markers at or before it go. Returns the read seq, or -1 if not a member here.
 local value = redis.call('HGET', KEYS[1], ARGV[1])

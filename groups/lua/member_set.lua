@@ -1,3 +1,4 @@
+--#include _member.lua
 -- Write a member's positions as MySQL has them (join, rebuild): KEYS[1] gmember:{u:<uid>};
 -- ARGV: gid, read, mentions csv, hidden csv, then 'set', 'keep' (keep a read position already
 -- ahead) or 'ifmissing' (write only a position Redis lacks: a join retried after a failure).

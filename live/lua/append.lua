@@ -3,24 +3,8 @@
 -- ARGV: event JSON, MAXLEN, TTL of meta and log (s), now (ms), a fresh epoch for a new log.
 -- Returns a flat array, 6 items per user logged: index (1-based), epoch, position, online (0/1),
 -- the epoch before a Redis restart ('' for none) and the last position that survived it.
--- The epoch moves on when the log is gone or when this Redis restarted since it was written
--- (INFO's run_id, ~6 us): AOF everysec may have lost its last second, and the positions after
--- what survived are written again, so a cursor of the old epoch is good only up to ``floor``.
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local function epoch_of(meta, log, fresh)
-  local found = redis.call('HMGET', meta, 'epoch', 'run', 'prev', 'floor', 'pos')
-  if found[1] and found[2] == run then
-    return found[1], found[3] or '', tonumber(found[4] or 0)
-  end
-  local prev, floor = '', 0
-  if found[1] then
-    prev, floor = found[1], tonumber(found[5] or 0)
-  else
-    redis.call('DEL', log)
-  end
-  redis.call('HSET', meta, 'epoch', fresh, 'run', run, 'prev', prev, 'floor', floor, 'pos', floor)
-  return fresh, prev, floor
-end
+-- The epoch moves on when the log is gone or Redis restarted since it was written (_epoch.lua).
+--#include _epoch.lua
 local out = {}
 for i = 1, #KEYS, 5 do
   if redis.call('EXISTS', KEYS[i]) == 1 then

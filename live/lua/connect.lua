@@ -1,5 +1,5 @@
 -- A device connects: presence, "recently online", the log's epoch (a new one when the log is
--- gone or Redis restarted since it was written: see append.lua), and the entries after the
+-- gone or Redis restarted since it was written: _epoch.lua), and the entries after the
 -- device's cursor when it resumes in this epoch, or in the one before a restart up to ``floor``.
 -- KEYS: seen, dev, at, meta, log of one user.
 -- ARGV: device, now (ms), connected until (ms), window (s), TTL (s), fresh epoch,
@@ -7,26 +7,12 @@
 -- Returns {epoch, head position, entries or false, epoch before a restart or '', floor};
 -- entries as XRANGE gives them.
 local seen, dev, at, meta, log = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local function epoch_of(fresh)
-  local found = redis.call('HMGET', meta, 'epoch', 'run', 'prev', 'floor', 'pos')
-  if found[1] and found[2] == run then
-    return found[1], found[3] or '', tonumber(found[4] or 0)
-  end
-  local prev, floor = '', 0
-  if found[1] then
-    prev, floor = found[1], tonumber(found[5] or 0)
-  else
-    redis.call('DEL', log)
-  end
-  redis.call('HSET', meta, 'epoch', fresh, 'run', run, 'prev', prev, 'floor', floor, 'pos', floor)
-  return fresh, prev, floor
-end
+--#include _epoch.lua
 redis.call('SET', seen, ARGV[2], 'EX', ARGV[4])
 redis.call('ZREMRANGEBYSCORE', dev, '-inf', ARGV[2])
 redis.call('ZADD', dev, ARGV[3], ARGV[1])
 redis.call('HSET', at, ARGV[1], ARGV[2])
-local epoch, prev, floor = epoch_of(ARGV[6])
+local epoch, prev, floor = epoch_of(meta, log, ARGV[6])
 for _, key in ipairs({dev, at, meta, log}) do
   redis.call('EXPIRE', key, ARGV[5])
 end

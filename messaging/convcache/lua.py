@@ -1,7 +1,8 @@
 """Registered Lua scripts of the conversation-list cache (``lua/*.lua``).
 
-Every script is ``lua/_common.lua`` (record parsing, the version compare, compare-and-set, caps)
-followed by its own file, loaded with ``register_script`` so it survives NOSCRIPT after a restart.
+Every script starts with ``--#include _common.lua`` (record parsing, the version compare,
+compare-and-set, caps: infra.luascripts), loaded with ``register_script`` so it survives NOSCRIPT
+after a restart.
 """
 
 from __future__ import annotations
@@ -12,11 +13,5 @@ from infra.luascripts import ScriptRegistry
 
 FOLDER = Path(__file__).parent / "lua"
 
-
-class _Registry(ScriptRegistry):
-    def source(self, name: str) -> str:
-        return (self.folder / "_common.lua").read_text() + "\n" + super().source(name)
-
-
-registry = _Registry(FOLDER)
+registry = ScriptRegistry(FOLDER)
 call = registry.call

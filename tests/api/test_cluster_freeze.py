@@ -2,16 +2,18 @@
 its connections stay open, nothing answers) under the production server (tests/api/test_freezes.py's
 ``server``), in ``make test``'s cluster pass (REDIS_CLUSTER=1).
 
-The unread endpoint for a user whose slot is on the frozen master, and for a user on another
-master, answers 200 or 503 + Retry-After within the API deadline, never 500, and both users read
-their exact counts after the thaw. Measured: the frozen master's user 503 in 2.0 s (the fast
-path's read timeout, then Django's), the other user 200 in 2-3 ms. Before the cluster client
-stopped retrying timeouts (infra/redis.py: ``_Cluster``, ``RETRY_ALONE``), the frozen master's
-user waited 4.0-5.0 s, each retry paying the read timeout again, until its replica was
-promoted. The cluster-node-timeout (2 s) is shorter than the freeze, so the master's replica is
-promoted meanwhile and a request can end as a 200 from it. What each user saw, and when, is
-printed (``-s``). In a finally the master is thawed and ``scripts/services start redis-cluster``
-brings back six nodes and cluster_state:ok, before both users read their exact counts again.
+The unread endpoint for a user whose slot is on the frozen master, and for a user on another master,
+answers 200 or 503 + Retry-After, never 500, and both users read their exact counts after the thaw,
+every answer within the API deadline plus the loaded test machine's slack, as in
+tests/api/test_freezes.py. Measured: the frozen master's user's first 503 in 2.0-3.0 s (the fast
+path's read timeout, then Django's), then at once; the other user 200 in 2-3 ms, or 503 at once
+while the cluster's one breaker is open (it opened in one CI run). Before the cluster client stopped
+retrying timeouts (infra/redis.py: ``_Cluster``, ``RETRY_ALONE``), the frozen master's user waited
+4.0-5.0 s, each retry paying the read timeout again, until its replica was promoted. The
+cluster-node-timeout (2 s) is shorter than the freeze, so the master's replica is promoted meanwhile
+and a request can end as a 200 from it. What each user saw, and when, is printed (``-s``). In a
+finally the master is thawed and ``scripts/services start redis-cluster`` brings back six nodes and
+cluster_state:ok, before both users read their exact counts again.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tests.api.factories import inbox_api
 from tests.api.test_freezes import (
     DEADLINE_S,
     FROZEN_S,
+    SLACK_S,
     Answer,
     assert_unavailable_in_time,
     get,
@@ -86,7 +89,7 @@ def test_one_frozen_master_answers_503_in_time_for_its_users_never_500(
     assert all(a.status in (200, 503) for a in during), [a.body for a in during]
     for path in (mine, theirs):
         wait_for(lambda: total(get(server, path, bff.token)) == 1, timeout=30, every=0.5)  # noqa: B023
-    assert all(a.seconds < DEADLINE_S for a in during), "answered after the API deadline"
+    assert all(a.seconds < DEADLINE_S + SLACK_S for a in during), "answered after the deadline"
     assert_unavailable_in_time([a for a in during if a.status != 200])
 
 

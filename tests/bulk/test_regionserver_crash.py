@@ -37,7 +37,7 @@ from tests.conftest import wait_for
 pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase]
 ROOT = Path(__file__).resolve().parents[2]
 HBASE_DIR = ROOT / "var" / "services" / "hbase"
-RECIPIENTS = 4000
+RECIPIENTS = 2000
 LEASE_S = 3
 API_TIMEOUT_MS = 2000  # an API process's HBase timeout (STORE_TIMEOUTS): the probes' resolution
 BACK_WITHIN_S = 180  # a bound for the wait, not a figure the test asserts
@@ -96,14 +96,14 @@ def listed(api: Api, owner: int, peer: int) -> bool:
 
 @pytest.fixture
 def campaign_setup(workers: Any, uids: Callable[[int], list[int]]) -> Iterator[Scenario]:
-    """An HBase-inbox campaign of RECIPIENTS at 500 a second (8 s: the kill lands inside it),
+    """An HBase-inbox campaign of RECIPIENTS at 250 a second (8 s: the kill lands inside it),
     two daily workers, short leases, the API's HBase timeout in this process."""
     workers.env.update({"INBOX_BACKEND": "hbase", "BULK_LEASE_S": str(LEASE_S)})
     timeouts = {**settings.HBASE, "TIMEOUT_MS": API_TIMEOUT_MS}
     with override_settings(INBOX_BACKEND="hbase", BULK_LEASE_S=LEASE_S, HBASE=timeouts):
         _cached.cache_clear()
         hbase.reset_pools()
-        ChannelSetting.objects.create(channel="daily", rate_per_s=500, batch_size=250)
+        ChannelSetting.objects.create(channel="daily", rate_per_s=250, batch_size=125)
         scenario = business_with_followers(uids(RECIPIENTS + 1), blocked_every=101)
         workers.start(queues="bulk.daily", concurrency=2)
         yield scenario

@@ -1,5 +1,6 @@
--- Prepended to every script of the conversation-list cache. KEYS[1] is the owner's hash (meta +
--- packed summaries), KEYS[2] the order zset (live entries), KEYS[3] the tombstone zset.
+-- Included (``--#include``) by every script of the conversation-list cache. KEYS[1] is the
+-- owner's hash (meta + packed summaries), KEYS[2] the order zset (live entries), KEYS[3] the
+-- tombstone zset.
 local H, Z, T = KEYS[1], KEYS[2], KEYS[3]
 
 -- The header of a packed summary: mtime, member, tombstone?, category, decimal peer uid.

@@ -1,3 +1,4 @@
+--#include _common.lua
 -- Push records into one owner's cache, each only if newer (compare-and-set on the version).
 -- ARGV[1] the generation the push saw before reading MySQL ('' for none), ARGV[2] cap,
 -- ARGV[3] tombstone cap, then field, packed value pairs.

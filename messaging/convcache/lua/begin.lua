@@ -1,3 +1,4 @@
+--#include _common.lua
 -- Start filling one owner's cache unless it exists. ARGV[1] new generation, ARGV[2] the fill's
 -- deadline (ms). Returns {'begun' | 'filling' | 'ready', generation}.
 local meta = redis.call('HMGET', H, '_g', '_s')

@@ -1,3 +1,4 @@
+--#include _common.lua
 -- Finish a fill: compare-and-set every entry read from the source, then (first finisher) set
 -- the boundary and mark the cache ready. ARGV[1] generation, ARGV[2] source ('m' | 'h'),
 -- ARGV[3] boundary member ('' with ARGV[4] = '1': the owner's whole list), ARGV[4] all,

@@ -1,3 +1,4 @@
+--#include _common.lua
 -- A bulk push's first step for many owners at once. KEYS: when ARGV[1] is '1' first the HBase
 -- index's trust marker (cl:hbi:trusted: one Redis, where any key may be read), then per owner its
 -- hash (cl:h:{u:<uid>}) and its HBase index flag (cl:hbi:{u:<uid>}). Returns the marker (when

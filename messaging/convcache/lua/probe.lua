@@ -1,3 +1,4 @@
+--#include _common.lua
 -- A push's first step: the owner's cache generation, read before the pushed state is read from
 -- MySQL. KEYS[4] burst set, KEYS[5] prewarm marker. ARGV[1] peer, ARGV[2] '1' to count a burst,
 -- ARGV[3] burst threshold, ARGV[4] burst window (s), ARGV[5] prewarm window (s).

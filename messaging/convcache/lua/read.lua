@@ -1,3 +1,4 @@
+--#include _common.lua
 -- One page of an owner's list, with the live unread counts, in one round trip.
 -- KEYS[4] the owner's unread hash, KEYS[5] the HBase-dirty marker.
 -- ARGV[1] generation to start a fill with on a miss, ARGV[2] its deadline (ms), ARGV[3] cursor

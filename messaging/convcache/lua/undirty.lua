@@ -1,3 +1,4 @@
+--#include _common.lua
 -- Clear the HBase-dirty marker (KEYS[1]) if the failure it records happened before ARGV[1] (ms),
 -- the moment a rebuild of that HBase row began. Returns 1 when cleared.
 local at = redis.call('GET', KEYS[1])
