@@ -120,8 +120,13 @@ CONDITIONS = (
 
 
 # -- setup -----------------------------------------------------------------------------------
+def _server() -> Any:
+    """A connection to the MariaDB server itself (no database): setup and server settings."""
+    return MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
+
+
 def ensure_database() -> None:
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
+    conn = _server()
     conn.cursor().execute(
         f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
     )
@@ -134,24 +139,27 @@ def buffer_pool_mb(want: int | None) -> tuple[int, int]:
     scripts/services starts MariaDB with 256 MB, far below a 10M run's tables (conversations
     1.9 GB, follows 1.1 GB, inbox 0.5 GB): the last fifth of that run went to disk and slowed
     by a third. A production primary sizes the pool to its hot tables (docs/operations.md)."""
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
+    conn = _server()
     cursor = conn.cursor()
-    cursor.execute("SELECT @@innodb_buffer_pool_size")
-    before = int(cursor.fetchone()[0]) // MB
+    before = _pool_mb(cursor)
     if want is not None and want != before:
         cursor.execute(f"SET GLOBAL innodb_buffer_pool_size = {int(want) * MB}")
         _wait_resized(cursor)
-    cursor.execute("SELECT @@innodb_buffer_pool_size")
-    now = int(cursor.fetchone()[0]) // MB
+    now = _pool_mb(cursor)
     conn.close()
     return before, now
+
+
+def _pool_mb(cursor: Any) -> int:
+    cursor.execute("SELECT @@innodb_buffer_pool_size")
+    return int(cursor.fetchone()[0]) // MB
 
 
 def _wait_resized(cursor: Any) -> None:
     for _ in range(600):
         cursor.execute("SHOW STATUS LIKE 'Innodb_buffer_pool_resize_status'")
         row = cursor.fetchone()
-        if not row or not row[1] or "Completed" in row[1] or "completed" in row[1]:
+        if not row or not row[1] or "completed" in row[1].lower():
             return
         time.sleep(0.5)
 
