@@ -212,6 +212,10 @@ REDIS_CLUSTER = env("REDIS_CLUSTER", "0") == "1"
 # Always a plain Redis: Celery's Redis transport does not run on a cluster (infra.checks).
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", embedded.with_db(REDIS_URL, 1))
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", CELERY_BROKER_URL)
+# Kombu's Redis transport with acks that outlive a frozen broker (infra/broker_transport.py).
+CELERY_BROKER_TRANSPORT = (
+    "infra.broker_transport:Transport" if CELERY_BROKER_URL.startswith("redis://") else None
+)
 CELERY_TASK_ALWAYS_EAGER = False
 
 # Django's cache (django-redis, not used by Missive's own code) stays on a plain Redis: the

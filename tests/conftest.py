@@ -255,6 +255,14 @@ def workers(transactional_db: Any) -> Iterator[Workers]:
     app.control.purge()
 
 
+def services(action: str, name: str) -> None:
+    """The project's own service script (``scripts/services stop|kill|start|freeze|thaw NAME``)."""
+    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
+    subprocess.run(
+        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
+    )
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
     """Poll until ``predicate()`` is truthy; fail the test with a clear message otherwise."""
     deadline = time.monotonic() + timeout

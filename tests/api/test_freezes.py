@@ -30,20 +30,13 @@ from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import business_with_followers, campaigns_api, launch
 from tests.config.test_asgi import free_port, wait_listening
-from tests.conftest import ROOT, wait_for
+from tests.conftest import ROOT, services, wait_for
 
 pytestmark = pytest.mark.faults
 Uids = Callable[[int], list[int]]
 FROZEN_S = 4.0
 DEADLINE_S = 2.5  # the API's: about 2 s (a store's connect + read timeouts), plus scheduling
 SLACK_S = 2.0  # a loaded 2-core test machine
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    subprocess.run(
-        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
-    )
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ restart check, every half second.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,20 +27,13 @@ from messaging.counters import epoch
 from messaging.models import Conversation
 from storage.inbox import _cached, get_inbox
 from tests.bulk.helpers import Scenario, business_with_followers, launch
-from tests.conftest import wait_for
+from tests.conftest import services, wait_for
 from unread.selectors import unread_summary
 
 pytestmark = [pytest.mark.worker, pytest.mark.faults]
 ROOT = Path(__file__).resolve().parents[2]
 RECIPIENTS = 4000
 LEASE_S = 3
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    subprocess.run(
-        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
-    )
 
 
 def reconnecting(fn: Callable[[], Any]) -> Callable[[], Any]:

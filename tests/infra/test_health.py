@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from django.test import Client, override_settings
 
-from tests.conftest import ROOT
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    subprocess.run(
-        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
-    )
+from tests.conftest import services
 
 
 def test_healthz_answers_ok_without_touching_any_store(client: Client) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +36,7 @@ from storage.counters import keys as unread_keys
 from storage.counters.store import unread_incr_many, unread_summary
 from tests.bulk.helpers import Scenario, _assert_unread_is_one_each, business_with_followers, launch
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status, reconnecting
-from tests.conftest import wait_for
+from tests.conftest import services, wait_for
 
 pytestmark = pytest.mark.redis_cluster
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,13 +173,6 @@ def master_pid_and_port() -> tuple[int, int]:
     node = next(n for n in primaries() if int(n.port) != seed)
     pid = int((CLUSTER_DIR / str(node.port) / "redis.pid").read_text().strip())
     return pid, int(node.port)
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    subprocess.run(
-        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
-    )
 
 
 @pytest.fixture

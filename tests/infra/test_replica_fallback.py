@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 
@@ -20,7 +18,7 @@ from django.db import connections
 from infra import breakers
 from infra.dbrouter import CHECK_EVERY_S, PRIMARY, REPLICA, replica, replica_configured
 from tests.api.factories import inbox_api, send_api
-from tests.conftest import ROOT
+from tests.conftest import services
 from tests.dbreplica import replica_sql, wait_for_replica
 
 pytestmark = [
@@ -28,13 +26,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA]),
 ]
 Uids = Callable[[int], list[int]]
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    subprocess.run(
-        [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True
-    )
 
 
 @pytest.fixture

@@ -6,15 +6,13 @@ for Redis: their channel layer reconnects and live frames flow again.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from typing import Any
 
 import pytest
 
 from infra.redis import get_redis
 from live import keys
-from tests.conftest import ROOT
+from tests.conftest import services
 from tests.live.conftest import Device, Http, Opener
 
 pytestmark = pytest.mark.live
@@ -23,12 +21,6 @@ Backend = tuple[Http, Http]
 
 def msgkeys(device: Device, count: int) -> list[str]:
     return [device.next()["message"]["msgkey"] for _ in range(count)]
-
-
-def services(action: str, name: str) -> None:
-    env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
-    script = str(ROOT / "scripts" / "services")
-    subprocess.run([script, action, name], cwd=ROOT, env=env, check=True)
 
 
 def test_a_device_whose_gateway_crashed_resumes_on_another_one(

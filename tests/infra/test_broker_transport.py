@@ -1,0 +1,75 @@
+"""A worker whose acknowledgement met a frozen broker goes on taking messages
+(infra/broker_transport.py), on the real broker Redis frozen with SIGSTOP.
+
+The consumer is kombu's, with the prefetch of a Celery worker of concurrency 1: one message in
+hand at a time. With kombu's own Redis transport the failed ack keeps that one slot taken and the
+second message is never fetched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings
+from kombu import Connection, Consumer, Exchange, Message, Producer, Queue
+
+from infra import broker
+from infra.broker_transport import CONNECTION_ERRORS
+from tests.conftest import services
+
+QUEUE = Queue("test.broker-acks", Exchange("test.broker-acks", type="direct"), "test.broker-acks")
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture
+def connection() -> Iterator[Connection]:
+    options = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+    with Connection(
+        settings.CELERY_BROKER_URL,
+        transport=settings.CELERY_BROKER_TRANSPORT,
+        transport_options=options,
+    ) as conn:
+        QUEUE(conn.default_channel).declare()
+        QUEUE(conn.default_channel).purge()
+        yield conn
+
+
+def received(conn: Connection, channel: Any) -> list[Message]:
+    got: list[Message] = []
+    with Consumer(channel, [QUEUE], callbacks=[lambda _b, m: got.append(m)]) as consumer:
+        consumer.qos(prefetch_count=1)
+        for _ in range(3):
+            with contextlib.suppress(TimeoutError):
+                conn.drain_events(timeout=1)
+            if got:
+                break
+    return got
+
+
+def test_a_failed_ack_frees_the_slot_and_is_made_once_the_broker_answers(
+    connection: Connection,
+) -> None:
+    assert settings.CELERY_BROKER_TRANSPORT == "infra.broker_transport:Transport"
+    channel = connection.channel()
+    producer = Producer(connection.default_channel, exchange=QUEUE.exchange, routing_key=QUEUE.name)
+    producer.publish({"n": 1}, declare=[QUEUE])
+    producer.publish({"n": 2}, declare=[QUEUE])
+    [first] = received(connection, channel)
+    assert first.payload == {"n": 1}
+
+    services("freeze", "redis")
+    try:
+        with pytest.raises(CONNECTION_ERRORS):
+            first.ack()
+    finally:
+        services("thaw", "redis")
+
+    [second] = received(connection, channel)  # kombu's own transport fetched nothing here
+    assert second.payload == {"n": 2}
+    second.ack()  # with it goes the first one's, if the frozen broker never ran it
+    unacked = broker.client().hmget("unacked", [first.delivery_tag, second.delivery_tag])
+    assert unacked == [None, None]
