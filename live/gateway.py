@@ -9,11 +9,12 @@ connection held (permessage-deflate off).
 
 ``hub`` instead holds ONE channel for the process (``live-gateway.<process>!<random>``) and one
 task receiving on it. A user's group (``keys.group``) holds that channel once while any of the
-user's connections is on this process (the first joins it, the last leaves it); a push names its
-group (``pusher`` adds ``group``) and the hub hands it to each local connection of that group
-(``LiveConsumer.push``). Group changes of one group run one after the other, in order, so a
-leave and a quick re-join cannot end with the channel out of the group; ``join`` returns once the
-channel is in the group (the consumer reads the log only then: no gap).
+user's connections is on this process (the first joins it, the last leaves it); pushes arrive as one
+``live.batch`` message per sending call (``pusher``: a campaign batch's for all its connected
+recipients on this process), each item naming its group, and the hub hands each item to every local
+connection of that group (``LiveConsumer.push``). Group changes of one group run one after the
+other, in order, so a leave and a quick re-join cannot end with the channel out of the group;
+``join`` returns once the channel is in the group (the consumer reads the log only then: no gap).
 
 The process's channel has its own capacity (``CHANNEL_LAYERS`` ``channel_capacity``): every push
 to this process waits there, not only one connection's.
@@ -38,6 +39,7 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from infra.redis import get_redis
+from live.pusher import BATCH
 
 log = logging.getLogger(__name__)
 CHANNEL_PREFIX = "live-gateway"
@@ -143,8 +145,9 @@ class Hub:
                 log.warning("live: the gateway's channel receive failed: %r", exc)
                 await self._recover()
                 continue
-            for member in self.members.get(str(message.get("group")), ()):
-                member.push(message)
+            for item in message["items"] if message.get("type") == BATCH else [message]:
+                for member in self.members.get(str(item.get("group")), ()):
+                    member.push(item)
 
     async def _recover(self) -> None:
         """Once Redis answers again: back in every group, then every connection catches up

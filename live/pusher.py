@@ -1,12 +1,25 @@
 """Channel-layer sends from synchronous code (API views, Celery tasks).
 
-``group_send_many([(group, message), ...])`` sends the messages concurrently, ``SENDS_AT_ONCE``
-at a time, each failed one once more, and waits for them (a few ms; ~2,800 sends/s from one
-process on the 2-core test machine, 2026-11-24). The sends run on one event-loop thread per
-process, started on first use (after a fork, a new one), with its own channel-layer instance:
-redis-py's asyncio connections belong to the loop that opened them, so the gateway's own loop
-and this one never share a pool, and a worker does not open a new loop (and new connections)
-per push, as ``async_to_sync`` would.
+``group_send_many([(group, message), ...])`` hands each message to every gateway process whose
+channel is in its group, as ONE channel-layer message per process for the whole call
+(``{"type": "live.batch", "items": [...]}``, each item naming its group; ``live.gateway`` hands
+each item to its connections of that group). The groups' members are read in one pipelined
+round trip per layer host; the sends go ``SENDS_AT_ONCE`` at a time, each failed one once more.
+
+Why not Channels' ``group_send`` per user: that is four Redis round trips per group on the
+sending side and one receive (three or four round trips) per push on the gateway's; a campaign
+batch with 200 connected recipients on one gateway was 200 of each. The gateway then delivered
+560-670 frames/s while sharing the machine with the workers, and a 100,000-recipient campaign
+with 5,000 connected recipients saw p99 3.6 s from a batch's commit to its frames
+(scripts/bench_live.py --campaign, BENCHMARKS.md); with one message per process per batch, see
+BENCHMARKS.md for after. The members are read the way ``channels_redis`` reads them in its own
+``group_send`` (its group key, ``group_expiry``), so groups stay Channels' own: joined and left by
+the gateway (``live.gateway.hub``) with ``group_add`` / ``group_discard``.
+
+The sends run on one event-loop thread per process, started on first use (after a fork, a new
+one), with its own channel-layer instance: redis-py's asyncio connections belong to the loop that
+opened them, so the gateway's own loop and this one never share a pool, and a worker does not
+open a new loop (and new connections) per push, as ``async_to_sync`` would.
 """
 
 from __future__ import annotations
@@ -15,17 +28,20 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from channels.layers import BaseChannelLayer, channel_layers
+from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
 log = logging.getLogger(__name__)
+BATCH = "live.batch"
 SEND_TIMEOUT_S = 5.0
-# Group sends in flight per process: the layer's connection pool (100) refuses more rather than
-# waiting, and a campaign batch with 200 connected recipients sent them all at once (MaxConnections-
-# Error, the pushes lost; scripts/bench_live.py --campaign).
+# Sends in flight per process: the layer's connection pool (100) refuses more rather than
+# waiting (MaxConnectionsError, the pushes lost).
 SENDS_AT_ONCE = 50
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # pid, loop, layer of this process
@@ -40,44 +56,79 @@ def group_send_many(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
 
 
 async def _send(
-    layer: BaseChannelLayer,
+    layer: RedisChannelLayer,
     messages: Sequence[tuple[str, dict[str, Any]]],
     slots: asyncio.Semaphore,
 ) -> None:
-    """Each message names its group: a gateway process receives it once for all its connections
-    of that group (``live.gateway``) and hands it to them. A send that failed is sent once more:
-    after a Redis restart the first use of each pooled connection fails (ConnectionError), and
-    without the second try the first push of every process after the restart was lost
-    (tests/live/test_restarts.py)."""
-    failed = await _send_all(layer, messages, slots)
+    """A step that failed is taken once more: after a Redis restart the first use of each pooled
+    connection fails (ConnectionError), and without the second try the first push of every
+    process after the restart was lost (tests/live/test_restarts.py)."""
+    groups = list(dict.fromkeys(group for group, _ in messages))
+    try:
+        members = await _members(layer, groups)
+    except Exception:
+        members = await _members(layer, groups)
+    batches = _batches(messages, members)
+    failed = await _send_all(layer, batches, slots)
     if failed:
         failed = await _send_all(layer, [pair for pair, _ in failed], slots)
-    for _, failure in failed:
-        log.warning("live: a push failed: %r", failure)
+    for (_, batch), failure in failed:
+        log.warning("live: %d pushes failed: %r", len(batch["items"]), failure)
+
+
+async def _members(layer: RedisChannelLayer, groups: Sequence[str]) -> dict[str, list[str]]:
+    """Each group's channels (gateway processes), as ``channels_redis`` keeps them: one
+    pipelined read per layer host, members added within ``group_expiry``."""
+    by_host: dict[int, list[str]] = defaultdict(list)
+    for group in groups:
+        by_host[layer.consistent_hash(group)].append(group)
+    oldest = int(time.time()) - int(layer.group_expiry)
+    found: dict[str, list[str]] = {}
+    for index, host_groups in by_host.items():
+        pipe = layer.connection(index).pipeline(transaction=False)
+        for group in host_groups:
+            pipe.zrangebyscore(layer._group_key(group), oldest, "+inf")
+        replies = await pipe.execute()
+        for group, names in zip(host_groups, replies, strict=True):
+            found[group] = [name.decode() for name in names]
+    return found
+
+
+def _batches(
+    messages: Iterable[tuple[str, dict[str, Any]]], members: dict[str, list[str]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """One ``live.batch`` message per channel, its items in the order given."""
+    items: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for group, message in messages:
+        for channel in members.get(group, ()):
+            items[channel].append({**message, "group": group})
+    return [(channel, {"type": BATCH, "items": found}) for channel, found in items.items()]
 
 
 async def _send_all(
     layer: BaseChannelLayer,
-    messages: Sequence[tuple[str, dict[str, Any]]],
+    batches: Sequence[tuple[str, dict[str, Any]]],
     slots: asyncio.Semaphore,
 ) -> list[tuple[tuple[str, dict[str, Any]], BaseException]]:
-    """Send every message, ``SENDS_AT_ONCE`` at a time; the ones that failed, with why."""
+    """Send every batch to its channel, ``SENDS_AT_ONCE`` at a time; the failed, with why."""
 
-    async def one(group: str, message: dict[str, Any]) -> None:
+    async def one(channel: str, message: dict[str, Any]) -> None:
         async with slots:
-            await layer.group_send(group, {**message, "group": group})
+            await layer.send(channel, message)
 
-    done = await asyncio.gather(*(one(g, m) for g, m in messages), return_exceptions=True)
-    pairs = zip(messages, done, strict=True)
+    done = await asyncio.gather(*(one(c, m) for c, m in batches), return_exceptions=True)
+    pairs = zip(batches, done, strict=True)
     return [(pair, result) for pair, result in pairs if isinstance(result, BaseException)]
 
 
-def _loop_and_layer() -> tuple[asyncio.AbstractEventLoop, BaseChannelLayer]:
+def _loop_and_layer() -> tuple[asyncio.AbstractEventLoop, RedisChannelLayer]:
     with _lock:
         if _state.get("pid") != os.getpid():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="live-pusher", daemon=True).start()
-            layer = channel_layers.make_backend(settings.LIVE_CHANNEL_LAYER)
+            layer = cast(
+                RedisChannelLayer, channel_layers.make_backend(settings.LIVE_CHANNEL_LAYER)
+            )
             slots = asyncio.Semaphore(SENDS_AT_ONCE)
             _state.update(pid=os.getpid(), loop=loop, layer=layer, slots=slots)
         return _state["loop"], _state["layer"]

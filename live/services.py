@@ -7,13 +7,13 @@ Contracts:
 - ``publish_many(uids, event)``: after a change is committed, one event for many users. One Lua
   call per Redis Cluster slot, all on one pipeline (ONE round trip on a single Redis; one per
   node, in parallel, on a cluster), keeps only the users seen within ``LIVE_RESUME_WINDOW_S``,
-  appends the event to each one's log and tells which are connected now; then one channel-layer
-  group send per connected user (``pusher``). A lazy event (a campaign batch's: its body is
-  loaded only if needed) first asks which users are recently online (one MGET per slot, one
-  round trip): a 4,000-recipient batch nobody watches costs that round trip and no query; with
-  2% online, one more call appends for those 80 and 80 pushes follow. Registered as the sink of
-  ``infra.live_hooks`` (``LiveConfig.ready``); it never raises (a Redis outage loses the
-  pushes, never the send: devices resync over REST).
+  appends the event to each one's log and tells which are connected now; then the pushes to the
+  connected, one channel-layer message per gateway process for the whole call (``pusher``). A lazy
+  event (a campaign batch's: its body is loaded only if needed) first asks which users are
+  recently online (one MGET per slot, one round trip): a 4,000-recipient batch nobody watches
+  costs that round trip and no query; with 2% online, one more call appends for those 80 and their
+  80 pushes follow. Registered as the sink of ``infra.live_hooks`` (``LiveConfig.ready``); it never
+  raises (a Redis outage loses the pushes, never the send: devices resync over REST).
 - ``connection_open`` / ``connections_touch`` / ``connection_close``: a gateway's connection
   registers its device (online until ``PRESENCE_TTL_S`` past the last heartbeat), keeps its user
   recently online, and on open reads what a resuming device missed (``Opened``).
