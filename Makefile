@@ -27,7 +27,8 @@ CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
 # Failovers on purpose, each in a process of its own: after one, the test process's cluster client
 # answers ReadOnlyError to the suites that follow it (a fresh process is fine).
-CLUSTER_FAILOVERS := tests/infra/test_redis_cluster.py tests/api/test_cluster_freeze.py
+CLUSTER_FAILOVERS := tests/infra/test_redis_cluster.py tests/api/test_cluster_freeze.py \
+	tests/live/test_cluster_failover.py
 
 .PHONY: demo demo-admin test lint services-up services-down bench clean
 

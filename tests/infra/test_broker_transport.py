@@ -71,5 +71,6 @@ def test_a_failed_ack_frees_the_slot_and_is_made_once_the_broker_answers(
     [second] = received(connection, channel)  # kombu's own transport fetched nothing here
     assert second.payload == {"n": 2}
     second.ack()  # with it goes the first one's, if the frozen broker never ran it
-    unacked = broker.client().hmget("unacked", [first.delivery_tag, second.delivery_tag])
+    tags = [str(first.delivery_tag), str(second.delivery_tag)]
+    unacked = broker.client().hmget("unacked", tags)
     assert unacked == [None, None]
