@@ -8,7 +8,10 @@ SQL, still answers 200; with the toxic removed history answers 200 again.
 The same with ``reset_peer`` (every connection to the store closed with a RST as soon as it
 carries data) on MariaDB's path and on Redis's, and a 1 ms ``latency`` on Redis's: a reset path
 answers 503 (or 200/201 when a retry got through), never 500 and never after the deadline; 1 ms
-changes no answer. Each test removes its toxics (and the fixtures their proxies) in a finally.
+changes no answer. HBase's Thrift gateway on the HBase inbox, black-holed: history reads answer
+503 within the deadline, then at once (HBase's breaker), unread still 200, and the same history
+afterwards; reset: 503 or 200/201, never 500, and every send accepted is in the history after.
+Each test removes its toxics (and the fixtures their proxies) in a finally.
 """
 
 from __future__ import annotations
@@ -253,3 +256,85 @@ def test_a_reset_mariadb_path_answers_503_never_500_and_unread_still_answers(
     assert_never_500_nor_late(reads, 200)
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
     wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)
+
+
+# -- HBase's Thrift gateway behind the proxy (the HBase inbox) ----------------------------------
+@pytest.fixture
+def hbase_proxy() -> Iterator[tuple[str, int]]:
+    """A proxy to the HBase Thrift gateway on a free loopback port: (proxy name, port)."""
+    services("start", "toxiproxy")
+    name, port = f"hbase-{os.getpid()}", free_port()
+    upstream = f"{settings.HBASE['HOST']}:{settings.HBASE['PORT']}"
+    toxiproxy(
+        "POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}", "upstream": upstream}
+    )
+    try:
+        yield name, port
+    finally:
+        toxiproxy("DELETE", f"/proxies/{name}")
+
+
+@pytest.fixture
+def hbase_proxied_server(transactional_db: Any, hbase_proxy: tuple[str, int]) -> Iterator[int]:
+    """An API process on the HBase inbox whose Thrift gateway is behind the proxy."""
+    db = settings.DATABASES["default"]
+    sql = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": sql, "INBOX_BACKEND": "hbase"}
+    env.update(HBASE_THRIFT_HOST="127.0.0.1", HBASE_THRIFT_PORT=str(hbase_proxy[1]))
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
+    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        wait_listening(proc, port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_black_holed_hbase_path_is_503_in_time_and_unread_still_answers(
+    hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    shop, bff = send_api("shop-hbase", [alice]), inbox_api("bff-hbase")
+    server, history = hbase_proxied_server, f"/users/{bob}/conversations/{alice}/messages"
+    assert post(server, "/messages", shop.token, message(alice, bob, "h0")).status == 201
+    before = get(server, history, bff.token)
+    assert [m["content"]["text"] for m in before.body["results"]] == ["hi"]
+    blackhole = {"name": "blackhole", "type": "timeout", "stream": "downstream"}
+    toxiproxy(
+        "POST", f"/proxies/{hbase_proxy[0]}/toxics", {**blackhole, "attributes": {"timeout": 0}}
+    )
+    try:
+        reads = [get(server, history, bff.token) for _ in range(4)]
+        counts = [get(server, f"/users/{bob}/unread", bff.token) for _ in range(3)]
+    finally:
+        toxiproxy("DELETE", f"/proxies/{hbase_proxy[0]}/toxics/blackhole")
+    report("HBase Thrift black-holed (toxiproxy timeout): history", reads)
+    assert_unavailable_in_time(reads)
+    assert reads[-1].seconds < 0.5  # HBase's breaker is open: fail fast
+    assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
+    wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
+    assert get(server, history, bff.token).body["results"] == before.body["results"]
+
+
+def test_a_reset_hbase_path_answers_503_never_500_and_loses_no_accepted_send(
+    hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
+) -> None:
+    alice, bob = uids(2)
+    shop, bff = send_api("shop-hbase-reset", [alice]), inbox_api("bff-hbase-reset")
+    server, history = hbase_proxied_server, f"/users/{bob}/conversations/{alice}/messages"
+    assert post(server, "/messages", shop.token, message(alice, bob, "hr0")).status == 201
+    with toxic(hbase_proxy[0], "reset_peer", timeout=0):
+        reads = [get(server, history, bff.token) for _ in range(3)]
+        sends = [
+            post(server, "/messages", shop.token, message(alice, bob, f"hr{i}")) for i in (1, 2)
+        ]
+    report("HBase Thrift path reset (toxiproxy reset_peer): history", reads)
+    report("HBase Thrift path reset (toxiproxy reset_peer): 1:1 send", sends)
+    assert_never_500_nor_late(reads, 200)
+    assert_never_500_nor_late(sends, 201)
+    accepted = sum(a.status == 201 for a in sends)
+    wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
+    assert len(get(server, history, bff.token).body["results"]) >= 1 + accepted
