@@ -343,6 +343,13 @@ def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int =
     return done
 
 
+# -- retention -------------------------------------------------------------------------------------
+def group_history_expired(*, gid: int, upto_seq: int) -> None:
+    """Messages up to ``upto_seq`` aged out (their rows and timeline entries are gone): the
+    group's list entry stops showing the last one if it was among them."""
+    state.head_expire(gid, upto_seq)
+
+
 # -- read, recall, delete for me -------------------------------------------------------------------
 def group_mark_read(*, gid: int, uid: int, upto_seq: int | None = None) -> tuple[int, int]:
     """Move ``uid``'s read position (never backwards, never past the newest message); returns

@@ -485,6 +485,11 @@ def head_fill(gid: int, head: Head, shown_seq: int, recalled: Sequence[int]) -> 
     lua.call("head_fill", [keys.head(gid), keys.recalled(gid), keys.summary(gid)], args)
 
 
+def head_expire(gid: int, upto_seq: int) -> None:
+    """Retention removed ``gid``'s messages up to ``upto_seq``: no last message shown if it went."""
+    lua.call("head_expire", [keys.head(gid)], [upto_seq])
+
+
 def head_drop(gid: int) -> None:
     get_redis().delete(keys.head(gid), keys.recalled(gid), keys.summary(gid))
 

@@ -43,7 +43,7 @@ from django.utils import timezone
 from api.errors import NotFound
 from bulk.models import Campaign, CampaignBatch
 from groups.models import GroupHidden, GroupMember, GroupMessage
-from groups.services import group_mark_read
+from groups.services import group_history_expired, group_mark_read
 from infra.redis import get_redis
 from messaging.models import ClientMessage, Conversation, Message
 from messaging.selectors import broadcast_category
@@ -289,10 +289,12 @@ def groups_expire(*, before: int, dry_run: bool) -> Counter[str]:
 
 
 def _group_expire(gid: int, seqs: list[int]) -> None:
-    """The timeline entries go, then members who had not read them are moved past them (their
-    unread stops counting messages that are gone), then their hidden marks."""
+    """The timeline entries go, and the group's last message if it was among them; then members
+    who had not read them are moved past them (their unread stops counting messages that are
+    gone), then their hidden marks."""
     upto = max(seqs)
     get_timeline().remove(gid, seqs)
+    group_history_expired(gid=gid, upto_seq=upto)
     behind = GroupMember.objects.filter(gid=gid, left_seq__isnull=True, read_seq__lt=upto)
     for uid in behind.values_list("uid", flat=True):
         try:
