@@ -16,21 +16,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.conf import settings
 
 from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import business_with_followers, campaigns_api, launch
-from tests.config.test_asgi import free_port, wait_listening
-from tests.conftest import ROOT, services, wait_for
+from tests.config.test_asgi import api_server
+from tests.conftest import services, wait_for
 
 pytestmark = pytest.mark.faults
 Uids = Callable[[int], list[int]]
@@ -42,19 +38,8 @@ SLACK_S = 2.0  # a loaded 2-core test machine
 @pytest.fixture
 def server(transactional_db: Any) -> Iterator[int]:
     """One uvicorn worker under gunicorn (an API process) on the test database; its port."""
-    db = settings.DATABASES["default"]
-    url = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url}
-    port = free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    try:
-        wait_listening(proc, port)
+    with api_server() as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 class Answer:

@@ -19,8 +19,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,8 +37,8 @@ from tests.api.test_freezes import (
     report,
     services,
 )
-from tests.config.test_asgi import free_port, wait_listening
-from tests.conftest import ROOT, wait_for
+from tests.config.test_asgi import api_server, database_url, free_port
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.faults
 Uids = Callable[[int], list[int]]
@@ -59,15 +57,13 @@ def toxiproxy(method: str, path: str, body: dict[str, Any] | None = None) -> Any
         conn.close()
 
 
-@pytest.fixture
-def mariadb_proxy() -> Iterator[tuple[str, int]]:
-    """A proxy to the primary on a free loopback port: (proxy name, port)."""
+@contextmanager
+def proxy(kind: str, upstream: str) -> Iterator[tuple[str, int]]:
+    """A toxiproxy proxy to ``upstream`` on a free loopback port: (its name, its port)."""
     services("start", "toxiproxy")
-    name, port = f"mariadb-{os.getpid()}", free_port()
+    name, port = f"{kind}-{os.getpid()}", free_port()
     toxiproxy(
-        "POST",
-        "/proxies",
-        {"name": name, "listen": f"127.0.0.1:{port}", "upstream": "127.0.0.1:3306"},
+        "POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}", "upstream": upstream}
     )
     try:
         yield name, port
@@ -76,20 +72,17 @@ def mariadb_proxy() -> Iterator[tuple[str, int]]:
 
 
 @pytest.fixture
+def mariadb_proxy() -> Iterator[tuple[str, int]]:
+    """A proxy to the primary on a free loopback port: (proxy name, port)."""
+    with proxy("mariadb", "127.0.0.1:3306") as found:
+        yield found
+
+
+@pytest.fixture
 def proxied_server(transactional_db: Any, mariadb_proxy: tuple[str, int]) -> Iterator[int]:
     """An API process (gunicorn + uvicorn) whose primary database is behind the proxy."""
-    db = settings.DATABASES["default"]
-    url = f"mysql://{db['USER']}:{db['PASSWORD']}@127.0.0.1:{mariadb_proxy[1]}/{db['NAME']}"
-    port = free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "DATABASE_URL": url})
-    try:
-        wait_listening(proc, port)
+    with api_server(DATABASE_URL=database_url("127.0.0.1", mariadb_proxy[1])) as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_black_holed_mariadb_path_is_503_in_time_and_unread_still_answers(
@@ -163,37 +156,16 @@ def assert_never_500_nor_late(answers: list[Answer], ok: int) -> None:
 @pytest.fixture
 def redis_proxy() -> Iterator[tuple[str, int]]:
     """A proxy to the data Redis on a free loopback port: (proxy name, port)."""
-    services("start", "toxiproxy")
-    name, port = f"redis-{os.getpid()}", free_port()
-    toxiproxy(
-        "POST",
-        "/proxies",
-        {"name": name, "listen": f"127.0.0.1:{port}", "upstream": "127.0.0.1:6379"},
-    )
-    try:
-        yield name, port
-    finally:
-        toxiproxy("DELETE", f"/proxies/{name}")
+    with proxy("redis", "127.0.0.1:6379") as found:
+        yield found
 
 
 @pytest.fixture
 def redis_proxied_server(transactional_db: Any, redis_proxy: tuple[str, int]) -> Iterator[int]:
     """An API process whose data Redis (same database number as the tests') is behind the proxy."""
-    db = settings.DATABASES["default"]
-    sql = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
     number = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[-1]
-    env = {**os.environ, "DATABASE_URL": sql}
-    env["REDIS_URL"] = f"redis://127.0.0.1:{redis_proxy[1]}/{number}"
-    port = free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    try:
-        wait_listening(proc, port)
+    with api_server(REDIS_URL=f"redis://127.0.0.1:{redis_proxy[1]}/{number}") as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_reset_redis_path_answers_503_never_500_and_counts_every_send_it_accepted(
@@ -262,35 +234,16 @@ def test_a_reset_mariadb_path_answers_503_never_500_and_unread_still_answers(
 @pytest.fixture
 def hbase_proxy() -> Iterator[tuple[str, int]]:
     """A proxy to the HBase Thrift gateway on a free loopback port: (proxy name, port)."""
-    services("start", "toxiproxy")
-    name, port = f"hbase-{os.getpid()}", free_port()
-    upstream = f"{settings.HBASE['HOST']}:{settings.HBASE['PORT']}"
-    toxiproxy(
-        "POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{port}", "upstream": upstream}
-    )
-    try:
-        yield name, port
-    finally:
-        toxiproxy("DELETE", f"/proxies/{name}")
+    with proxy("hbase", f"{settings.HBASE['HOST']}:{settings.HBASE['PORT']}") as found:
+        yield found
 
 
 @pytest.fixture
 def hbase_proxied_server(transactional_db: Any, hbase_proxy: tuple[str, int]) -> Iterator[int]:
     """An API process on the HBase inbox whose Thrift gateway is behind the proxy."""
-    db = settings.DATABASES["default"]
-    sql = f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db['NAME']}"
-    env = {**os.environ, "DATABASE_URL": sql, "INBOX_BACKEND": "hbase"}
-    env.update(HBASE_THRIFT_HOST="127.0.0.1", HBASE_THRIFT_PORT=str(hbase_proxy[1]))
-    port = free_port()
-    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
-    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    try:
-        wait_listening(proc, port)
+    env = {"INBOX_BACKEND": "hbase", "HBASE_THRIFT_HOST": "127.0.0.1"}
+    with api_server(**env, HBASE_THRIFT_PORT=str(hbase_proxy[1])) as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_a_black_holed_hbase_path_is_503_in_time_and_unread_still_answers(

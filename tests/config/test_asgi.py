@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -30,25 +31,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def server(transactional_db: Any) -> Iterator[int]:
-    """One uvicorn worker under gunicorn on a free port, on the test database; yields the port."""
+def database_url(host: str | None = None, port: int | None = None) -> str:
+    """The test database's URL, at ``host:port`` when given (a proxy in front of it)."""
     db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}"
-        f"/{db['NAME']}",
-    }
+    where = f"{host or db['HOST']}:{port or db['PORT'] or 3306}"
+    return f"mysql://{db['USER']}:{db['PASSWORD']}@{where}/{db['NAME']}"
+
+
+@contextmanager
+def api_server(**env: str) -> Iterator[int]:
+    """One uvicorn worker under gunicorn (an API process) on a free port, on the test database,
+    ``env`` over the test environment; yields the port, stops it on the way out."""
     port = free_port()
     cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
     cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env={**os.environ, "DATABASE_URL": database_url(), **env}
+    )
     try:
         wait_listening(proc, port)
         yield port
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(transactional_db: Any) -> Iterator[int]:
+    with api_server() as port:
+        yield port
 
 
 def wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float = 60.0) -> None:

@@ -182,3 +182,20 @@ def backend(transactional_db: Any, gateways: tuple[int, int]) -> tuple[Http, Htt
     """The consumer backend's API on each gateway (one committed client)."""
     api = make_api(f"live-bff-{os.getpid()}-{time.monotonic_ns()}", [Scope.USERS, Scope.INBOX])
     return Http(gateways[0], api.token), Http(gateways[1], api.token)
+
+
+def tablet_away(
+    backend: tuple[Http, Http], open_device: Opener, alice: int, bob: int
+) -> tuple[Device, str, list[str]]:
+    """Bob's phone and tablet on the two gateways; both see one message from Alice, the tablet
+    goes away with its cursor and misses two more, which the phone receives. Returns the phone,
+    the tablet's cursor and the two it missed."""
+    phone = open_device(backend[0].port, backend[0].token_for(bob, "phone"))
+    tablet = open_device(backend[1].port, backend[0].token_for(bob, "tablet"))
+    backend[0].send(alice, bob, "seen by both")
+    assert phone.next()["type"] == "message"
+    cursor = str(tablet.next()["cursor"])
+    tablet.close()
+    missed = [backend[0].send(alice, bob, f"tablet away {i}") for i in range(2)]
+    assert [phone.next()["message"]["msgkey"] for _ in range(2)] == missed
+    return phone, cursor, missed

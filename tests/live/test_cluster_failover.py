@@ -14,7 +14,7 @@ import redis
 from infra.redis import get_redis
 from live import keys
 from tests.conftest import wait_for
-from tests.live.conftest import Device, Http, Opener
+from tests.live.conftest import Device, Http, Opener, tablet_away
 
 pytestmark = [pytest.mark.live, pytest.mark.redis_cluster, pytest.mark.faults]
 Backend = tuple[Http, Http]
@@ -47,14 +47,7 @@ def test_a_device_resumes_without_a_gap_through_a_cluster_failover(
     backend: Backend, uids: Any, open_device: Opener
 ) -> None:
     alice, bob = uids(2)
-    phone = open_device(backend[0].port, backend[0].token_for(bob, "phone"))
-    tablet = open_device(backend[1].port, backend[0].token_for(bob, "tablet"))
-    backend[0].send(alice, bob, "seen by both")
-    assert phone.next()["type"] == "message"
-    cursor = tablet.next()["cursor"]
-    tablet.close()
-    missed = [backend[0].send(alice, bob, f"tablet away {i}") for i in range(2)]
-    assert msgkeys(phone, 2) == missed
+    phone, cursor, missed = tablet_away(backend, open_device, alice, bob)
 
     new_master = fail_over(keys.log(bob))
     cluster: Any = get_redis()

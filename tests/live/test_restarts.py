@@ -13,7 +13,7 @@ import pytest
 from infra.redis import get_redis
 from live import keys
 from tests.conftest import services
-from tests.live.conftest import Device, Http, Opener
+from tests.live.conftest import Device, Http, Opener, tablet_away
 
 pytestmark = pytest.mark.live
 Backend = tuple[Http, Http]
@@ -50,14 +50,7 @@ def test_through_a_redis_restart_devices_resume_from_the_log_and_live_frames_flo
 ) -> None:
     """A graceful restart keeps the whole log (AOF): the contract asks for the replay."""
     alice, bob = uids(2)
-    phone = open_device(backend[0].port, backend[0].token_for(bob, "phone"))
-    tablet = open_device(backend[1].port, backend[0].token_for(bob, "tablet"))
-    backend[0].send(alice, bob, "seen by both")
-    assert phone.next()["type"] == "message"
-    cursor = tablet.next()["cursor"]
-    tablet.close()
-    missed = [backend[0].send(alice, bob, f"tablet away {i}") for i in range(2)]
-    assert msgkeys(phone, 2) == missed
+    phone, cursor, missed = tablet_away(backend, open_device, alice, bob)
 
     try:
         services("stop", "redis")
