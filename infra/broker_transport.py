@@ -6,7 +6,7 @@ removal times out (a frozen or partitioned broker), Celery logs "Couldn't ack" a
 the slot stays taken for the life of the channel. A worker of concurrency 2 whose two acks failed
 that way never asked the broker for another message: seen in CI, a campaign left with pending
 batches for 300 s after a 10-s broker freeze (tests/bulk/test_faults.py), and reproduced by
-tests/test_broker_transport.py.
+tests/infra/test_broker_transport.py.
 
 Here the slot is freed whatever the broker said, and an ack that failed is owed: it is sent
 again with the next ack or reject. Until then the message stays in ``unacked``; if the worker
@@ -19,10 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from kombu.transport import redis, virtual
-from redis import exceptions
 
-# What kombu counts as the Redis connection's errors (kombu.transport.redis.get_redis_error_classes)
-CONNECTION_ERRORS = (exceptions.ConnectionError, exceptions.TimeoutError, OSError)
+CONNECTION_ERRORS = redis.get_redis_error_classes()[0]  # what kombu counts as connection losses
 
 
 class QoS(redis.QoS):

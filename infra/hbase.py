@@ -22,6 +22,7 @@ from django.conf import settings
 from thriftpy2.transport import TTransportException
 
 from infra import breakers
+from infra.store_errors import timed_out
 
 T = TypeVar("T")
 TRANSPORT_ERRORS = (TTransportException, socket.error, BrokenPipeError, ConnectionError)
@@ -61,16 +62,10 @@ def call(fn: Callable[[happybase.Connection], T]) -> T:
     try:
         return breakers.guarded("hbase", _call_once, fn)
     except TRANSPORT_ERRORS as exc:
-        if _timed_out(exc):
+        if timed_out(exc):
             raise
         # the pool replaced the broken connection; a second failure is real
         return breakers.guarded("hbase", _call_once, fn)
-
-
-def _timed_out(exc: BaseException) -> bool:
-    if isinstance(exc, TTransportException):
-        return bool(exc.type == TTransportException.TIMED_OUT)
-    return isinstance(exc, TimeoutError)
 
 
 def _call_once(fn: Callable[[happybase.Connection], T]) -> T:

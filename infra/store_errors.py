@@ -101,6 +101,14 @@ def _down(exc: BaseException) -> bool:
     return False
 
 
+def timed_out(exc: BaseException) -> bool:
+    """True when ``exc`` is a read or connect that ran out of time (the store may be frozen: a
+    second try would wait as long again), not a connection that was lost."""
+    if isinstance(exc, TTransportException):
+        return bool(exc.type == TTransportException.TIMED_OUT)
+    return isinstance(exc, (TimeoutError, redis_errors.TimeoutError))
+
+
 def refused_write(exc: BaseException) -> str | None:
     """``OOM`` or ``MISCONF`` when Redis refused a write for want of memory or disk, else None."""
     if isinstance(exc, redis_errors.OutOfMemoryError):  # redis-py drops its "OOM " prefix

@@ -22,12 +22,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from django.conf import settings
 
-from tests.api.factories import inbox_api, send_api
+from tests.api.factories import ClientApi, inbox_api, send_api
 from tests.api.test_freezes import (
     DEADLINE_S,
     SLACK_S,
@@ -55,6 +56,18 @@ def toxiproxy(method: str, path: str, body: dict[str, Any] | None = None) -> Any
         return json.loads(raw) if raw else None
     finally:
         conn.close()
+
+
+@contextmanager
+def toxic(proxy: str, kind: str, stream: str = "upstream", **attributes: int) -> Iterator[None]:
+    """One toxic on a stream of ``proxy`` (client-to-store unless said), removed on the way out;
+    ``timeout`` with 0 on ``downstream`` is a black hole: nothing passes, nothing is closed."""
+    body = {"name": kind, "type": kind, "stream": stream, "attributes": attributes}
+    toxiproxy("POST", f"/proxies/{proxy}/toxics", body)
+    try:
+        yield
+    finally:
+        toxiproxy("DELETE", f"/proxies/{proxy}/toxics/{kind}")
 
 
 @contextmanager
@@ -94,15 +107,9 @@ def test_a_black_holed_mariadb_path_is_503_in_time_and_unread_still_answers(
     history, unread = f"/users/{bob}/conversations/{alice}/messages", f"/users/{bob}/unread"
     assert get(proxied_server, history, bff.token).status == 200
     assert get(proxied_server, unread, bff.token).status == 200  # warm: the fast path answers
-    toxic = {"name": "blackhole", "type": "timeout", "stream": "downstream"}
-    toxiproxy(
-        "POST", f"/proxies/{mariadb_proxy[0]}/toxics", {**toxic, "attributes": {"timeout": 0}}
-    )
-    try:
+    with toxic(mariadb_proxy[0], "timeout", "downstream", timeout=0):
         reads = [get(proxied_server, history, bff.token) for _ in range(4)]
         counts = [get(proxied_server, unread, bff.token) for _ in range(3)]
-    finally:
-        toxiproxy("DELETE", f"/proxies/{mariadb_proxy[0]}/toxics/blackhole")
     report("MariaDB black-holed (toxiproxy timeout): history", reads)
     assert_unavailable_in_time(reads)
     assert reads[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
@@ -111,17 +118,6 @@ def test_a_black_holed_mariadb_path_is_503_in_time_and_unread_still_answers(
 
 
 # -- reset_peer and latency: MariaDB's path and Redis's ----------------------------------------
-@contextmanager
-def toxic(proxy: str, kind: str, **attributes: int) -> Iterator[None]:
-    """One toxic on the client-to-store stream of ``proxy``, removed on the way out."""
-    body = {"name": kind, "type": kind, "stream": "upstream", "attributes": attributes}
-    toxiproxy("POST", f"/proxies/{proxy}/toxics", body)
-    try:
-        yield
-    finally:
-        toxiproxy("DELETE", f"/proxies/{proxy}/toxics/{kind}")
-
-
 def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
     started = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -246,48 +242,55 @@ def hbase_proxied_server(transactional_db: Any, hbase_proxy: tuple[str, int]) ->
         yield port
 
 
+@dataclass
+class Conversation:
+    """Alice's shop has sent Bob one message through the server; the history's path."""
+
+    alice: int
+    bob: int
+    shop: ClientApi
+    bff: ClientApi
+    history: str
+
+
+def first_message(server: int, uids: Uids, name: str) -> Conversation:
+    alice, bob = uids(2)
+    shop, bff = send_api(f"shop-{name}", [alice]), inbox_api(f"bff-{name}")
+    assert post(server, "/messages", shop.token, message(alice, bob, f"{name}-0")).status == 201
+    return Conversation(alice, bob, shop, bff, f"/users/{bob}/conversations/{alice}/messages")
+
+
 def test_a_black_holed_hbase_path_is_503_in_time_and_unread_still_answers(
     hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
 ) -> None:
-    alice, bob = uids(2)
-    shop, bff = send_api("shop-hbase", [alice]), inbox_api("bff-hbase")
-    server, history = hbase_proxied_server, f"/users/{bob}/conversations/{alice}/messages"
-    assert post(server, "/messages", shop.token, message(alice, bob, "h0")).status == 201
-    before = get(server, history, bff.token)
+    server, c = hbase_proxied_server, first_message(hbase_proxied_server, uids, "hbase")
+    before = get(server, c.history, c.bff.token)
     assert [m["content"]["text"] for m in before.body["results"]] == ["hi"]
-    blackhole = {"name": "blackhole", "type": "timeout", "stream": "downstream"}
-    toxiproxy(
-        "POST", f"/proxies/{hbase_proxy[0]}/toxics", {**blackhole, "attributes": {"timeout": 0}}
-    )
-    try:
-        reads = [get(server, history, bff.token) for _ in range(4)]
-        counts = [get(server, f"/users/{bob}/unread", bff.token) for _ in range(3)]
-    finally:
-        toxiproxy("DELETE", f"/proxies/{hbase_proxy[0]}/toxics/blackhole")
+    with toxic(hbase_proxy[0], "timeout", "downstream", timeout=0):
+        reads = [get(server, c.history, c.bff.token) for _ in range(4)]
+        counts = [get(server, f"/users/{c.bob}/unread", c.bff.token) for _ in range(3)]
     report("HBase Thrift black-holed (toxiproxy timeout): history", reads)
     assert_unavailable_in_time(reads)
     assert reads[-1].seconds < 0.5  # HBase's breaker is open: fail fast
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
-    wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
-    assert get(server, history, bff.token).body["results"] == before.body["results"]
+    wait_for(lambda: get(server, c.history, c.bff.token).status == 200, timeout=15, every=0.5)
+    assert get(server, c.history, c.bff.token).body["results"] == before.body["results"]
 
 
 def test_a_reset_hbase_path_answers_503_never_500_and_loses_no_accepted_send(
     hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
 ) -> None:
-    alice, bob = uids(2)
-    shop, bff = send_api("shop-hbase-reset", [alice]), inbox_api("bff-hbase-reset")
-    server, history = hbase_proxied_server, f"/users/{bob}/conversations/{alice}/messages"
-    assert post(server, "/messages", shop.token, message(alice, bob, "hr0")).status == 201
+    server, c = hbase_proxied_server, first_message(hbase_proxied_server, uids, "hbase-reset")
     with toxic(hbase_proxy[0], "reset_peer", timeout=0):
-        reads = [get(server, history, bff.token) for _ in range(3)]
+        reads = [get(server, c.history, c.bff.token) for _ in range(3)]
         sends = [
-            post(server, "/messages", shop.token, message(alice, bob, f"hr{i}")) for i in (1, 2)
+            post(server, "/messages", c.shop.token, message(c.alice, c.bob, f"hr{i}"))
+            for i in (1, 2)
         ]
     report("HBase Thrift path reset (toxiproxy reset_peer): history", reads)
     report("HBase Thrift path reset (toxiproxy reset_peer): 1:1 send", sends)
     assert_never_500_nor_late(reads, 200)
     assert_never_500_nor_late(sends, 201)
     accepted = sum(a.status == 201 for a in sends)
-    wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
-    assert len(get(server, history, bff.token).body["results"]) >= 1 + accepted
+    wait_for(lambda: get(server, c.history, c.bff.token).status == 200, timeout=15, every=0.5)
+    assert len(get(server, c.history, c.bff.token).body["results"]) >= 1 + accepted

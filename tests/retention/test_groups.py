@@ -12,19 +12,27 @@ import pytest
 from django.utils import timezone
 
 from retention.services import retention_run
-from tests.groups.helpers import backend, users_api
+from tests.groups.helpers import GroupsApi, backend, users_api
 
 pytestmark = pytest.mark.django_db
 __all__ = ["backend"]
 
 
-def test_group_messages_age_out_and_members_stop_counting_them(
-    backend: str, uids: Callable[[int], list[int]], settings: Any
-) -> None:
+def group_of_two(
+    uids: Callable[[int], list[int]], settings: Any
+) -> tuple[GroupsApi, int, int, str]:
+    """Group history kept thirty days; a group of an owner and one member: (api, owner, member,
+    gid)."""
     settings.RETENTION_HISTORY_DAYS = 30
     api = users_api()
     owner, member = uids(2)
-    gid = api.created(owner, [member])
+    return api, owner, member, api.created(owner, [member])
+
+
+def test_group_messages_age_out_and_members_stop_counting_them(
+    backend: str, uids: Callable[[int], list[int]], settings: Any
+) -> None:
+    api, owner, member, gid = group_of_two(uids, settings)
     api.sent(gid, owner, "first")
     api.sent(gid, owner, "second")
     assert api.group_of(member, gid)["unread"] == 2
@@ -41,10 +49,7 @@ def test_group_messages_age_out_and_members_stop_counting_them(
 def test_the_newest_group_message_kept_stays_the_last_shown(
     backend: str, uids: Callable[[int], list[int]], settings: Any
 ) -> None:
-    settings.RETENTION_HISTORY_DAYS = 30
-    api = users_api()
-    owner, member = uids(2)
-    gid = api.created(owner, [member])
+    api, owner, member, gid = group_of_two(uids, settings)
     api.sent(gid, owner, "old")
     time.sleep(0.01)
     cutoff = timezone.now() + timedelta(days=30)  # thirty days on: the cut is this instant
