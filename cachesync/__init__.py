@@ -4,7 +4,7 @@ A DBA's fix, a backfill or a migration changes MySQL rows behind the application
 cache tiers (Redis, HBase ``convlist``) would keep serving the old rows. ``cache_follow`` (one
 process per MariaDB primary) reads the primary's binlog as a replica does and turns each
 committed change into the pushes the application itself makes after its own writes
-(``messaging.convcache.writer``: mtime compare-and-set, never a regression):
+(``storage.convcache.writer``: mtime compare-and-set, never a regression):
 
 - changes.py   row events → a ``ChangeSet`` (which conversations to push, bump or forget, which
                messages changed); pure, no I/O

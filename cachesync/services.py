@@ -1,7 +1,7 @@
 """Applying a ``ChangeSet`` to the caches through the application's own functions.
 
 ``changes_apply`` makes exactly the pushes the application makes after its own writes, never a
-second cache writer, through messaging's services (``messaging.convcache.writer`` underneath):
+second cache writer, through messaging's services (``storage.convcache.writer`` underneath):
 ``conversations_forget`` for deleted conversations (one bulk push), ``conversations_refresh``
 for changed ones (a fan-out's batch of one peer and many owners is one bulk push), and
 ``conversations_bump`` (bump mtime, then push) for changes whose row shows no newer mtime,

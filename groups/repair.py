@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from groups import state
 from groups.models import Group, GroupHidden, GroupMember, GroupMessage
 from groups.state import Head, Position
-from messaging.convlist import RECALLED_PREVIEW, last_message, message_preview
+from messaging.convlist import message_preview
 from messaging.models import Message
 from storage import msgkey as keys
+from storage.convcache.model import RECALLED_PREVIEW, last_message
 
 
 def head_rebuild(gid: int) -> Head | None:

@@ -35,10 +35,11 @@ from groups import repair, state
 from groups.models import Group, GroupHidden, GroupMember, GroupMessage
 from groups.state import Position, RawPlan, UnreadTotals
 from infra.sqlvalues import int_list
-from messaging.convlist import ConversationItem, ConversationPage, Cursor, messages_by_key
+from messaging.convlist import messages_by_key
 from messaging.models import Message, MessageStatus
 from messaging.selectors import conversation_list
 from storage import msgkey as keys
+from storage.convcache.model import ConversationItem, ConversationPage, Cursor
 from storage.timelines import GroupEntry, get_timeline
 from storage.timelines.base import FLAG_RECALLED
 

@@ -52,11 +52,11 @@ from groups.selectors import (
 )
 from groups.state import Position, Sent
 from messaging import pushes
-from messaging.convlist import RECALLED_PREVIEW, last_message
 from messaging.models import Message
 from messaging.services import RECALL_WINDOW, STALLED_SEND_S, message_recall, message_store
 from storage import msgkey as keys
 from storage.content import preview, validate_content
+from storage.convcache.model import RECALLED_PREVIEW, last_message
 from storage.timelines import get_timeline
 
 

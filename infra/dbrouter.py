@@ -4,7 +4,7 @@
 replication from ``default`` (the primary). A read goes to the replica only where the code says
 so, greppably, with ``.using(replica())`` (or ``connections[replica()]``): the reads that may be
 stale. Today those are the cold tier of the conversation list (``messaging.convlist.mysql_page``
-and the cache fills of ``messaging.convcache``), message bodies of history past the caches,
+and the cache fills of ``storage.convcache``), message bodies of history past the caches,
 follower counting of a campaign dry run, and admin changelists (``ReplicaChangelistMixin``).
 Every write, and every read of what the caller has just written (idempotent send lookups, the
 batch ledger, quotas, read positions), stays on the primary: it names no alias.

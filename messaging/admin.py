@@ -25,7 +25,6 @@ from django.utils.safestring import SafeString
 from adminsite import audit
 from adminsite.paging import BigTableAdmin, ReadOnlyAdmin, id_terms
 from messaging import services
-from messaging.convcache import prewarm
 from messaging.models import (
     Account,
     Block,
@@ -35,6 +34,7 @@ from messaging.models import (
     Message,
     MessageStatus,
 )
+from storage.convcache import prewarm
 
 # Links from a message's page to what sent it, registered by the apps above messaging from their
 # AppConfig.ready (bulk: the campaigns whose content it is): each maps a message to (label, admin

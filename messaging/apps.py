@@ -8,10 +8,11 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         # Models must be loaded before these modules import them (hence not at the top).
         from infra import metrics
-        from messaging import tasks
-        from messaging.convcache import prewarm
+        from messaging import convlist, tasks
         from storage import events
+        from storage.convcache import mysql_tier, prewarm
 
         metrics.register_gauges(prewarm.gauges)
         metrics.register_gauges(events.stream_metrics)
         prewarm.TASK.bind(tasks.convcache_prewarm)  # it runs prewarm, so prewarm cannot import it
+        mysql_tier.bind(convlist)  # the cache's truth: messaging's rows, read by messaging

@@ -1,11 +1,10 @@
-"""The conversation list's read model: its page item, its cursor, its last-message summary, and
-the one MySQL pager. Every tier of the conversation-list cache (``convcache/``) builds on it.
+"""The conversation list's truth in MySQL: the one indexed pager, and the reader the storage
+floor's cache reads as its MySQL tier (``storage.convcache.mysql_tier.Truth``, bound by
+MessagingConfig.ready). The read model itself (page item, page, cursor, last-message summary) is
+``storage.convcache.model``.
 
-- ``ConversationItem`` / ``ConversationPage``: what ``GET /users/{uid}/conversations`` serves.
-- ``Cursor``: ``<sort_key>:<peer_uid>`` of the last item served. The list order is
-  (sort_key, peer_uid) descending.
-- ``last_message`` / ``message_preview``: the summary an item shows of its newest message
-  (a recalled one reads ``RECALLED_PREVIEW``).
+- ``message_preview``: the preview an item shows of a message (a recalled one reads
+  ``RECALLED_PREVIEW``).
 - ``top`` / ``mysql_page``: MySQL walks the ``(owner_uid, sort_key)`` index (or
   ``(owner_uid, category, sort_key)``) with ``ORDER BY sort_key DESC LIMIT n``: no filesort, however
   many conversations the owner has. Asking SQL for the peer tie-break too would make MySQL sort all
@@ -13,76 +12,36 @@ the one MySQL pager. Every tier of the conversation-list cache (``convcache/``) 
   scripts/bench_reads.py), so the tie-break is applied here, after one more indexed lookup of the
   rows that tie with the last one (in practice none). ``mysql_page`` (the cold tier) reads the
   read replica (``infra.dbrouter.replica``); ``top`` reads whichever alias its caller names.
+- ``fill`` / ``current`` / ``owners_above``: what the cache tiers above ask of the truth. Fills
+  read the read replica (``infra.dbrouter.replica``); ``current`` (the state a push writes) reads
+  the primary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import Count, Q, QuerySet
 
-from infra.dbrouter import PRIMARY, read_replica
+from infra.dbrouter import PRIMARY, caught_up_replica, read_replica
 from messaging.models import Conversation, Message, MessageStatus
-from storage import msgkey as keys
 from storage.content import preview
+from storage.convcache.codec import Fill, Packed, Summary
+from storage.convcache.model import (
+    RECALLED_PREVIEW,
+    ConversationItem,
+    ConversationPage,
+    Cursor,
+    last_message,
+)
 from storage.counters.store import unread_for_peers
-
-RECALLED_PREVIEW = "[recalled]"
-
-
-@dataclass(frozen=True)
-class ConversationItem:
-    peer_uid: int
-    category: str
-    unread: int
-    last_message: dict[str, Any] | None
-    sort_key: int
-    pinned: bool
-    muted: bool
-    mtime: int
-
-
-@dataclass(frozen=True)
-class ConversationPage:
-    results: list[ConversationItem]
-    next_cursor: str | None
-
-
-class Cursor(NamedTuple):
-    """Where a page ends: the (sort_key, peer_uid) of the last item served."""
-
-    sort_key: int
-    peer: int
-
-    def __str__(self) -> str:
-        return f"{self.sort_key}:{self.peer}"
-
-    @classmethod
-    def parse(cls, text: str | None) -> Cursor | None:
-        """None for the first page; ValueError for text this API never returned."""
-        if not text:
-            return None
-        sort_key, sep, peer = text.partition(":")
-        if not sep or not sort_key.isdigit() or not peer.isdigit():
-            raise ValueError(f"not a conversation-list cursor: {text!r}")
-        return cls(int(sort_key), int(peer))
 
 
 def message_preview(message: Message) -> str:
     if message.status == MessageStatus.RECALLED:
         return RECALLED_PREVIEW
     return preview(message.type, message.body)
-
-
-def last_message(msgkey: int, sender_uid: int, text: str | None) -> dict[str, Any]:
-    return {
-        "msgkey": msgkey,
-        "sender_uid": sender_uid,
-        "preview": text,
-        "created_at": keys.created_at(msgkey).isoformat(),
-    }
 
 
 def messages_by_key(msgkeys: Iterable[int], *, db: str = PRIMARY) -> dict[int, Message]:
@@ -159,3 +118,86 @@ def mysql_page(
         return ConversationPage(items_for(owner, rows, db=db), next_cursor)
 
     return read_replica(page)
+
+
+# -- what the cache tiers read (storage.convcache.mysql_tier) ---------------------------------
+def summary(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
+    """A conversation row as the cache's packed summary (``storage.convcache.codec``)."""
+    message = messages.get(conv.last_msgkey)
+    sender = text = None
+    if message is not None:
+        sender, text = message.sender_uid, message_preview(message)
+    return Summary(
+        conv.peer_uid,
+        conv.mtime,
+        conv.sort_key,
+        conv.category,
+        conv.last_msgkey,
+        sender,
+        text,
+        conv.pinned,
+        conv.muted,
+        conv.read_upto,
+    )
+
+
+def summaries(rows: Sequence[Conversation], *, db: str = PRIMARY) -> list[Summary]:
+    messages = messages_by_key((r.last_msgkey for r in rows), db=db)
+    return [summary(r, messages) for r in rows]
+
+
+def fill(owner: int, *, db: str = "") -> Fill:
+    """The owner's first CONVCACHE_SIZE conversations, as a tier answer, read from the replica
+    once it has caught up with the primary as of now (``caught_up_replica``), so the fill holds
+    every change committed before its generation began; a push after that is merged by mtime
+    (compare-and-set): even a lagging fill never regresses an entry a newer push wrote."""
+    if db:
+        return _fill(owner, db)
+    return read_replica(lambda alias: _fill(owner, alias), caught_up_replica())
+
+
+def _fill(owner: int, db: str) -> Fill:
+    rows, more = top(owner, int(settings.CONVCACHE_SIZE), db=db)
+    entries = [Packed.from_summary(s) for s in summaries(rows, db=db)]
+    boundary = entries[-1].member if more else ""
+    return Fill(entries, boundary, not more, "m")
+
+
+def current(pairs: Sequence[tuple[int, int]]) -> dict[int, list[Summary]]:
+    """The current state of those (owner, peer) conversations that exist, by owner (one query
+    for the rows, one for their last messages)."""
+    if not pairs:
+        return {}
+    rows = list(Conversation.objects.filter(_pairs_filter(pairs)))
+    by_owner: dict[int, list[Summary]] = {}
+    for row, s in zip(rows, summaries(rows), strict=True):
+        by_owner.setdefault(row.owner_uid, []).append(s)
+    return by_owner
+
+
+def _pairs_filter(pairs: Sequence[tuple[int, int]]) -> Q:
+    """Group by whichever side repeats (a fan-out shares its peer, an outbox its owner)."""
+    by_peer: dict[int, list[int]] = {}
+    by_owner: dict[int, list[int]] = {}
+    for owner, peer in pairs:
+        by_peer.setdefault(peer, []).append(owner)
+        by_owner.setdefault(owner, []).append(peer)
+    q = Q(pk__in=[])
+    if len(by_peer) <= len(by_owner):
+        for peer, owners in by_peer.items():
+            q |= Q(peer_uid=peer, owner_uid__in=owners)
+    else:
+        for owner, peers in by_owner.items():
+            q |= Q(owner_uid=owner, peer_uid__in=peers)
+    return q
+
+
+def owners_above(threshold: int) -> Iterator[int]:
+    """Every owner with more than ``threshold`` conversations (the big UPs), streamed."""
+    owners = (
+        Conversation.objects.values("owner_uid")
+        .annotate(n=Count("id"))
+        .filter(n__gt=threshold)
+        .values_list("owner_uid", flat=True)
+    )
+    return owners.iterator()

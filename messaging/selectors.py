@@ -1,7 +1,7 @@
-"""Reads: 1:1 conversation lists (``conversation_list``, the cached read model of ``convlist``;
-``groups.selectors`` merges the user's groups into it) and message history, assembled from MySQL,
-the inbox and Redis, and what other apps ask of messaging (who blocks whom, which category a sender
-files under, who follows a sender).
+"""Reads: 1:1 conversation lists (``conversation_list``: the cache ``storage.convcache`` over
+MySQL's pager ``convlist``; ``groups.selectors`` merges the user's groups into it) and message
+history, assembled from MySQL, the inbox and Redis, and what other apps ask of messaging (who
+blocks whom, which category a sender files under, who follows a sender).
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from django.db import connection, connections
 from infra.dbrouter import PRIMARY, read_replica, replica
 from infra.sqlvalues import int_list
 from messaging import convlist
-from messaging.convcache import prewarm, reader
-from messaging.convlist import ConversationPage, messages_by_key
-from messaging.counters import epoch, rebuild
+from messaging.convlist import messages_by_key
+from messaging.counters import rebuild
 from messaging.models import Account, Block, Category, Follow, Message, MessageStatus
 from storage import msgkey as keys
+from storage.convcache import prewarm, reader
+from storage.convcache.model import ConversationPage
+from storage.counters import epoch
 from storage.inbox import get_inbox
 
 
@@ -44,8 +46,9 @@ class HistoryPage:
 def conversation_list(
     owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ConversationPage:
-    """A page of the owner's 1:1 conversations, newest first (the read model: convlist)."""
-    epoch.ensure_fresh(owner_uid)  # its unread counts, after a Redis restart
+    """A page of the owner's 1:1 conversations, newest first (``storage.convcache.model``)."""
+    # its unread counts, after a Redis restart
+    epoch.ensure_fresh(owner_uid, rebuild.unread_rebuild_user)
     if settings.CONVCACHE_ENABLED:  # Redis → HBase → MySQL
         return reader.conversation_page(owner_uid, category=category, cursor=cursor, limit=limit)
     return convlist.mysql_page(owner_uid, category=category, cursor=cursor, limit=limit)
@@ -186,4 +189,4 @@ def unread_counters_fresh(owner_uid: int) -> bool:
     """Make sure the user's unread counters are current before a read shows them: rebuilt from
     the truth if they predate the counters' epoch (a Redis that restarted; lazy repair on read,
     as the conversation list does). True when they were rebuilt."""
-    return epoch.ensure_fresh(owner_uid)
+    return epoch.ensure_fresh(owner_uid, rebuild.unread_rebuild_user)

@@ -95,7 +95,7 @@ class ReadIn(serializers.Serializer):
     upto_msgkey = IdField(required=False, allow_null=True)
 
 
-# "sort_key:peer_uid" (messaging.convlist.Cursor), each 0 .. 2^63-1: exactly what the view takes
+# "sort_key:peer_uid" (storage.convcache.model.Cursor), each 0 .. 2^63-1: what the view takes
 _ID_OR_ZERO = id_pattern(0)[1:-1]
 CURSOR_PATTERN = f"^{_ID_OR_ZERO}:{_ID_OR_ZERO}$"
 

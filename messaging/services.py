@@ -25,8 +25,6 @@ from api.models import Scope
 from infra import stages
 from infra.redis import get_redis
 from messaging import pushes
-from messaging.convcache import held, prewarm
-from messaging.convcache import writer as convcache
 from messaging.conversations import (
     ConversationTouch,
     conversations_bump_many,
@@ -48,6 +46,8 @@ from messaging.models import (
 )
 from storage import msgkey as keys
 from storage.content import validate_content
+from storage.convcache import held, prewarm
+from storage.convcache import writer as convcache
 from storage.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
 from storage.events import publish_into
 from storage.inbox import InboxEntry, get_inbox
@@ -471,7 +471,7 @@ def conversations_unheld(versions: Mapping[tuple[int, int], int]) -> list[tuple[
 # ``with caches_strict():`` a cache push made inside (``conversations_refresh``,
 # ``conversations_forget``, ``conversations_bump``) that a tier missed, with nothing made up for
 # it (no drop, no dirty mark), raises ``CachePushFailed`` instead of carrying on: the follower
-# waits and applies the same change again (messaging/convcache/writer.py, ``strict``).
+# waits and applies the same change again (storage/convcache/writer.py, ``strict``).
 caches_strict = convcache.strict
 CachePushFailed = convcache.PushFailed
 

@@ -1,7 +1,7 @@
 """Celery interface of the messaging app: ids and plain JSON in, one service call each.
 
 Tasks are sent by reference, never by a name in a string. This module imports what its tasks
-run at the top, and nothing imports it back: ``messaging.convcache.prewarm`` enqueues
+run at the top, and nothing imports it back: ``storage.convcache.prewarm`` enqueues
 ``convcache_prewarm`` through an ``infra.taskref.TaskRef`` that MessagingConfig.ready binds to it
 (docs/design.md, "Layers").
 """
@@ -13,8 +13,8 @@ from typing import Any
 from celery import shared_task
 
 from messaging import services
-from messaging.convcache import build, prewarm
-from messaging.counters import epoch
+from storage.convcache import build, prewarm
+from storage.counters import epoch
 
 
 @shared_task(name="messaging.send", acks_late=True)

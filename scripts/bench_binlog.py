@@ -74,8 +74,8 @@ from bulk.models import Campaign, CampaignStatus, SenderPolicy  # noqa: E402
 from cachesync import lag, position  # noqa: E402
 from config.celery import app  # noqa: E402
 from messaging import selectors  # noqa: E402
-from messaging.convcache import build  # noqa: E402
 from messaging.models import Account  # noqa: E402
+from storage.convcache import build  # noqa: E402
 
 ENDED = (CampaignStatus.FINISHED, CampaignStatus.FAILED, CampaignStatus.CANCELLED)
 

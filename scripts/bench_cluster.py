@@ -61,7 +61,7 @@ def phase(args: argparse.Namespace) -> dict[str, float]:
 
 def batch_steps() -> dict[str, float]:
     """ms per 1,000-recipient batch: unread increments (markers included), cache generations."""
-    from messaging.convcache import redis_tier
+    from storage.convcache import redis_tier
     from storage.counters.store import unread_incr_many
 
     owners = list(range(7_000_000_001, 7_000_000_001 + BATCH))

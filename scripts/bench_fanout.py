@@ -95,9 +95,9 @@ from bulk.models import (  # noqa: E402
 from config.celery import app  # noqa: E402
 from infra.redis import get_redis  # noqa: E402
 from infra.sqlvalues import int_rows  # noqa: E402
-from messaging.convcache import build  # noqa: E402
-from messaging.convcache import keys as convcache_keys  # noqa: E402
 from messaging.models import Account  # noqa: E402
+from storage.convcache import build  # noqa: E402
+from storage.convcache import keys as convcache_keys  # noqa: E402
 from storage.counters import keys as unread_keys  # noqa: E402
 from storage.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
 from storage.inbox.hbase import rowkey  # noqa: E402

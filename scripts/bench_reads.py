@@ -75,10 +75,10 @@ from infra import hbase  # noqa: E402
 from infra.hbase_tables import ensure_tables  # noqa: E402
 from infra.redis import get_redis  # noqa: E402
 from messaging import selectors  # noqa: E402
-from messaging.convcache import hbase_tier, pools, prewarm, reader  # noqa: E402
-from messaging.convcache import keys as cache_keys  # noqa: E402
 from messaging.models import Conversation  # noqa: E402
 from storage import msgkey as keys  # noqa: E402
+from storage.convcache import hbase_tier, pools, prewarm, reader  # noqa: E402
+from storage.convcache import keys as cache_keys  # noqa: E402
 
 
 # -- data ----------------------------------------------------------------------------------------

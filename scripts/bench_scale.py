@@ -99,8 +99,8 @@ from config.celery import app  # noqa: E402
 from infra import hbase  # noqa: E402
 from infra.redis import get_redis  # noqa: E402
 from infra.sqlvalues import int_rows  # noqa: E402
-from messaging.convcache import build  # noqa: E402
 from messaging.models import Account, Conversation, Follow, InboxRow, Message  # noqa: E402
+from storage.convcache import build  # noqa: E402
 from storage.inbox.hbase import COLUMN, rowkey  # noqa: E402
 from storage.inbox.hbase import TABLE as HBASE_TABLE  # noqa: E402
 

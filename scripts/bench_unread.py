@@ -82,7 +82,7 @@ def prepare() -> str:
     from api.clients import api_client_create
     from api.models import ApiClient
     from infra.redis import get_redis
-    from messaging.convcache import prewarm
+    from storage.convcache import prewarm
     from storage.counters.store import unread_incr_many
     from unread.announcements import announcement_publish
 

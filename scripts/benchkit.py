@@ -39,7 +39,7 @@ def prepare_stores(batch_size: int) -> int:
     from bulk.models import ChannelSetting
     from config.celery import app
     from infra.redis import get_redis
-    from messaging.convcache import build
+    from storage.convcache import build
 
     call_command("migrate", verbosity=0)
     call_command("hbase_init", verbosity=0)

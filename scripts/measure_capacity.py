@@ -92,9 +92,9 @@ from infra import hbase, hbase_tables  # noqa: E402
 from infra.capacity import MEASURED_FILE  # noqa: E402
 from infra.redis import get_redis  # noqa: E402
 from messaging import convlist, services  # noqa: E402
-from messaging.convcache import keys as cache_keys  # noqa: E402
-from messaging.convcache import reader  # noqa: E402
 from messaging.conversations import conversations_touch_owners  # noqa: E402
+from storage.convcache import keys as cache_keys  # noqa: E402
+from storage.convcache import reader  # noqa: E402
 from storage.counters import keys as counter_keys  # noqa: E402
 from storage.inbox import get_inbox, inbox_for  # noqa: E402
 from storage.inbox.base import RECEIVED, InboxEntry  # noqa: E402

@@ -164,7 +164,7 @@ def test_the_senders_hold_the_task_objects() -> None:
     from bulk import recall, services
     from bulk import tasks as bulk_tasks
     from messaging import tasks as messaging_tasks
-    from messaging.convcache import prewarm
+    from storage.convcache import prewarm
 
     assert services.PLAN_TASK["daily"].task is bulk_tasks.plan_daily
     assert services.PLAN_TASK["priority"].task is bulk_tasks.plan_priority

@@ -16,7 +16,7 @@ warms what was cold):
 - Redis not answering in time, an error reply, or an announcements copy behind ``ann:{ann}:ver``;
 - the process's ``redis`` circuit breaker not closed (infra/breakers.py): Redis was just found
   out, and Django answers 503 at once rather than this path waiting its timeout first;
-- counters not verified in the current epoch (Redis restarted: ``messaging.counters.epoch``);
+- counters not verified in the current epoch (Redis restarted: ``storage.counters.epoch``);
 - settings, or a policy of the view (authentication, permissions, renderers, throttles, scope),
   whose effect it does not reproduce (``unsupported_settings``): then it is off altogether and
   says so once in the log, so a change there cannot silently fork the two paths.

@@ -106,7 +106,7 @@ STEPS = [
     ("bulk.quotas.admit_batch", RedisConnectionError("Connection refused")),
     ("inbox.add_received", TTransportException(message="closed")),  # HBase; SQL: the same path
     ("messaging.services.conversations_touch_owners", OperationalError(2013, "Lost connection")),
-    ("messaging.convcache.writer.refresh_owners", RedisConnectionError("Connection reset")),
+    ("storage.convcache.writer.refresh_owners", RedisConnectionError("Connection reset")),
     ("messaging.services.unread_incr_many", RedisConnectionError("Connection refused")),
     ("messaging.services.publish_into", RedisTimeoutError("Timeout reading")),
     ("bulk.ledger.complete", OperationalError(2013, "Lost connection")),

@@ -23,8 +23,8 @@ from bulk import fanout
 from bulk.models import Campaign, CampaignStatus, ChannelSetting
 from infra import breakers, hbase
 from infra.redis import get_redis
-from messaging.counters import epoch
 from messaging.models import Conversation
+from storage.counters import epoch
 from storage.inbox import _cached, get_inbox
 from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.conftest import services, wait_for

@@ -25,9 +25,9 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from cachesync import lag, position, rows
 from cachesync.binlog import Follower
 from infra.redis import get_redis
-from messaging.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
-from messaging.convcache import keys as cache_keys
 from messaging.services import conversations_refresh
+from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
+from storage.convcache import keys as cache_keys
 from tests.api.factories import Api
 from tests.conftest import wait_for
 

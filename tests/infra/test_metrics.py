@@ -97,7 +97,7 @@ def test_queue_depth_is_the_length_of_the_queue_on_the_broker(empty_queue: None)
 def test_prewarm_outcomes_and_failure_ratio_are_exposed(uids: Uids, settings: Any) -> None:
     settings.CONVCACHE_HBASE = False
     owner = uids(1)[0]
-    from messaging.convcache import prewarm
+    from storage.convcache import prewarm
 
     assert prewarm.prewarm_owner(owner)
     prewarm.record("attempt")

@@ -25,11 +25,11 @@ from django.utils import timezone
 from infra import hbase, metrics
 from infra.redis import get_redis
 from messaging import convlist, selectors, services
-from messaging.convcache import build, codec, hbase_tier, reader, redis_tier
-from messaging.convcache.codec import Fill, Summary
-from messaging.convlist import Cursor
 from messaging.models import Conversation, Message
 from storage import msgkey as keys
+from storage.convcache import build, codec, hbase_tier, reader, redis_tier
+from storage.convcache.codec import Fill, Summary
+from storage.convcache.model import Cursor
 from storage.counters.store import unread_incr_many
 from tests.conftest import wait_for
 

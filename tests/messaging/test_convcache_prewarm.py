@@ -14,7 +14,7 @@ from infra import broker as broker_redis
 from infra import hbase
 from infra.redis import get_redis
 from messaging import selectors, tasks
-from messaging.convcache import hbase_tier, keys, prewarm, redis_tier
+from storage.convcache import hbase_tier, keys, prewarm, redis_tier
 from tests.api.factories import inbox_api
 from tests.conftest import wait_for
 from tests.messaging.test_convcache import counter, seed, send
@@ -148,7 +148,7 @@ def test_a_failure_rate_over_the_threshold_is_logged_and_shown_in_admin(
     seed(owner, uids(3))
     assert prewarm.prewarm_owner(owner)
     settings.HBASE = {**hbase.options(), "PORT": 1, "TIMEOUT_MS": 500}
-    with caplog.at_level(logging.ERROR, logger="messaging.convcache.prewarm"):
+    with caplog.at_level(logging.ERROR, logger="storage.convcache.prewarm"):
         results = [prewarm.prewarm_owner(o) for o in uids(3)]
     assert results == [False, False, False]
     health = prewarm.health()

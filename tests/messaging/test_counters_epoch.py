@@ -11,9 +11,8 @@ import pytest
 from infra import metrics
 from infra.redis import get_redis
 from messaging import services
-from messaging.counters import epoch
 from messaging.selectors import conversation_list
-from storage.counters import keys
+from storage.counters import epoch, keys
 from storage.counters.store import unread_summary as raw_summary
 from unread.selectors import unread_summary
 

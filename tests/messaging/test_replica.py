@@ -22,8 +22,9 @@ from django.utils import timezone
 from bulk import services as bulk_services
 from infra.dbrouter import PRIMARY, REPLICA, caught_up_replica, replica, replica_configured
 from messaging import convlist, selectors, services
-from messaging.convcache import mysql_tier, redis_tier
 from messaging.models import Conversation, Follow
+from storage.convcache import mysql_tier, redis_tier
+from storage.convcache.model import ConversationPage
 from tests.bulk.helpers import (
     assert_exactly_once,
     business_with_followers,
@@ -52,7 +53,7 @@ def stale() -> Iterator[None]:
         wait_for_replica()
 
 
-def peers_of(page: convlist.ConversationPage) -> list[int]:
+def peers_of(page: ConversationPage) -> list[int]:
     return [item.peer_uid for item in page.results]
 
 

@@ -28,10 +28,9 @@ from infra import broker as broker_redis
 from infra.redis import get_redis
 from infra.redis_mux import MuxRedis
 from messaging import services
-from messaging.convcache import keys as convcache_keys
-from messaging.convcache import prewarm
-from messaging.counters import epoch
-from storage.counters import keys
+from storage.convcache import keys as convcache_keys
+from storage.convcache import prewarm
+from storage.counters import epoch, keys
 from storage.counters.store import unread_incr_many
 from tests.api.factories import ClientApi, inbox_api, make_api
 from tests.messaging.test_convcache import seed

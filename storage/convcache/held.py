@@ -37,7 +37,7 @@ import happybase
 
 from infra import hbase
 from infra.redis import get_redis
-from messaging.convcache import codec, hbase_tier, keys, redis_tier, writer
+from storage.convcache import codec, hbase_tier, keys, redis_tier, writer
 
 CHECK_FROM = writer.BURST_MAX_PAIRS + 1  # the writer's bulk path: one probe for all owners
 
@@ -112,7 +112,7 @@ def _cells(
 
 
 def version(raw: bytes) -> int:
-    """A packed summary's version: its leading mtime (messaging/convcache/codec.py)."""
+    """A packed summary's version: its leading mtime (storage/convcache/codec.py)."""
     return int(raw[: raw.index(b"|")])
 
 

@@ -13,11 +13,9 @@ so a cached page costs no MySQL query. The Lua scripts read the header only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from messaging.convlist import ConversationItem, Cursor, last_message, message_preview
-from messaging.models import Conversation, Message
+from storage.convcache.model import ConversationItem, Cursor, last_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,25 +91,6 @@ def decode(raw: bytes) -> Summary:
 
 def tombstone(peer: int, mtime: int) -> Summary:
     return Summary(peer, mtime, deleted=True)
-
-
-def from_row(conv: Conversation, messages: Mapping[int, Message]) -> Summary:
-    message = messages.get(conv.last_msgkey)
-    sender = preview = None
-    if message is not None:
-        sender, preview = message.sender_uid, message_preview(message)
-    return Summary(
-        conv.peer_uid,
-        conv.mtime,
-        conv.sort_key,
-        conv.category,
-        conv.last_msgkey,
-        sender,
-        preview,
-        conv.pinned,
-        conv.muted,
-        conv.read_upto,
-    )
 
 
 def to_item(s: Summary, unread: int) -> ConversationItem:

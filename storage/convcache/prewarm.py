@@ -26,16 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
 from infra import metrics
 from infra.redis import get_redis
 from infra.taskref import TaskRef
-from messaging.convcache import build, keys
-from messaging.models import Conversation
 from storage import msgkey as clock
+from storage.convcache import build, keys, mysql_tier
 
 log = logging.getLogger(__name__)
 BUCKET_S = 600
@@ -132,14 +130,8 @@ def prewarm_owner(owner: int) -> bool:
 
 def compute_big_ups() -> int:
     """Recompute the big-UP sets (the daily beat task); returns how many owners qualify."""
-    owners = (
-        Conversation.objects.values("owner_uid")
-        .annotate(n=Count("id"))
-        .filter(n__gt=settings.BIG_UP_THRESHOLD)
-        .values_list("owner_uid", flat=True)
-    )
     shards: dict[int, list[int]] = defaultdict(list)
-    for owner in owners.iterator():
+    for owner in mysql_tier.owners_above(settings.BIG_UP_THRESHOLD):
         shards[owner % keys.BIG_UP_SHARDS].append(owner)
     pipe = get_redis().pipeline(transaction=False)
     for shard in range(keys.BIG_UP_SHARDS):

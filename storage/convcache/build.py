@@ -19,10 +19,10 @@ from typing import TypeVar
 from django.db import connection
 
 from infra.redis import get_redis, run_id
-from messaging.convcache import hbase_tier, keys, mysql_tier, redis_tier
-from messaging.convcache.codec import Fill
-from messaging.convcache.pools import in_thread_with_db, pool
 from storage import msgkey as clock
+from storage.convcache import hbase_tier, keys, mysql_tier, redis_tier
+from storage.convcache.codec import Fill
+from storage.convcache.pools import in_thread_with_db, pool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

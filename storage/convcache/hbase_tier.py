@@ -48,9 +48,9 @@ from django.conf import settings
 from Hbase_thrift import Mutation
 
 from infra import hbase
-from messaging.convcache import codec
-from messaging.convcache.codec import Fill, Packed, Summary
 from storage import msgkey as clock
+from storage.convcache import codec
+from storage.convcache.codec import Fill, Packed, Summary
 from storage.inbox.hbase import owner_prefix
 
 TABLE = "convlist"

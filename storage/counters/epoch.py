@@ -13,8 +13,10 @@ read position), and nothing else would ever correct them.
 - **Repair, lazily** (``ensure_fresh``): a read of a user's counters (the unread summary, the
   conversation list; the unread fast path hands such a request to Django) first compares the
   user's ``unread:v:{u:<uid>}`` with the epoch; if they differ the user's counters are rebuilt
-  from the truth (``rebuild.unread_rebuild_user``, one Lua replace) and marked verified. Each user
-  costs one rebuild per epoch; ``missive_unread_repairs_total`` counts them.
+  from the truth and marked verified. The truth is messaging's (each conversation's read
+  position), so its caller hands the rebuild in (``messaging.counters.rebuild.unread_rebuild_user``,
+  one Lua replace) and this floor imports no app. Each user costs one rebuild per epoch;
+  ``missive_unread_repairs_total`` counts them.
 - No epoch at all (a new Redis that no check has seen yet) means nothing to repair.
 
 A read that races a delivery to the same user while it is being repaired may be off by that one
@@ -26,11 +28,11 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Callable
 
 from infra import metrics
 from infra.redis import get_redis
 from infra.redis import run_id as redis_run_id
-from messaging.counters.rebuild import unread_rebuild_user
 from storage.counters import keys
 
 log = logging.getLogger(__name__)
@@ -54,8 +56,8 @@ def check_restart() -> bool:
     return True
 
 
-def ensure_fresh(uid: int) -> bool:
-    """Rebuild ``uid``'s counters if they predate the epoch; True when they were rebuilt."""
+def ensure_fresh(uid: int, rebuild: Callable[[int], object]) -> bool:
+    """``rebuild(uid)`` if ``uid``'s counters predate the epoch; True when they were rebuilt."""
     client = get_redis()
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.EPOCH)
@@ -63,7 +65,7 @@ def ensure_fresh(uid: int) -> bool:
     epoch, mark = pipe.execute()
     if epoch is None or mark == epoch:
         return False
-    unread_rebuild_user(uid)
+    rebuild(uid)
     client.set(keys.verified(uid), epoch, ex=VERIFIED_TTL_S)
     metrics.inc("unread_repairs")
     return True

@@ -35,9 +35,9 @@ from typing import Any
 from django.conf import settings
 
 from infra.redis import by_user_slot, clustered, get_redis, run_id
-from messaging.convcache import codec, keys, lua
-from messaging.convcache.codec import Fill, Summary
 from storage import msgkey as clock
+from storage.convcache import codec, keys, lua
+from storage.convcache.codec import Fill, Summary
 from storage.counters import keys as unread_keys
 
 FILL_DEADLINE_MS = 30_000

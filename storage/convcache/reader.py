@@ -1,7 +1,7 @@
 """The conversation-list read path: Redis → HBase (hedged with MySQL) → MySQL.
 
 ``conversation_page`` answers a page of ``messaging.selectors.conversation_list``
-(items, cursor and summaries are the read model of ``messaging.convlist``):
+(items, cursor and page are the read model of ``model.py``):
 
 1. Redis: one script call returns the page and its unread counts. A page that leaves the cached
    prefix (past the first CONVCACHE_SIZE conversations) reads MySQL directly, through its index.
@@ -32,11 +32,10 @@ from django.db import connection
 from redis.exceptions import RedisError
 
 from infra import metrics
-from messaging import convlist
-from messaging.convcache import build, codec, hbase_tier, redis_tier
-from messaging.convcache.codec import Fill, Summary
-from messaging.convcache.pools import in_thread_with_db, pool
-from messaging.convlist import ConversationPage, Cursor
+from storage.convcache import build, codec, hbase_tier, mysql_tier, redis_tier
+from storage.convcache.codec import Fill, Summary
+from storage.convcache.model import ConversationPage, Cursor
+from storage.convcache.pools import in_thread_with_db, pool
 from storage.counters.store import unread_for_peers
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ def conversation_page(
     owner: int, *, category: str | None, cursor: str | None, limit: int
 ) -> ConversationPage:
     def from_mysql() -> ConversationPage:
-        return convlist.mysql_page(owner, category=category, cursor=cursor, limit=limit)
+        return mysql_tier.mysql_page(owner, category=category, cursor=cursor, limit=limit)
 
     want, at = limit + 1, codec.cursor_member(Cursor.parse(cursor))
     try:

@@ -50,9 +50,9 @@ from contextvars import ContextVar
 from redis.exceptions import RedisError
 
 from infra import metrics
-from messaging.convcache import codec, hbase_tier, mysql_tier, prewarm, redis_tier
-from messaging.convcache.codec import Summary
-from messaging.convcache.hbase_tier import Meta
+from storage.convcache import codec, hbase_tier, mysql_tier, prewarm, redis_tier
+from storage.convcache.codec import Summary
+from storage.convcache.hbase_tier import Meta
 
 log = logging.getLogger(__name__)
 BURST_MAX_PAIRS = 16  # bursts are counted on 1:1 sends; a bulk batch adds one per recipient
