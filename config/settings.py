@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+import redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from infra import deploy, embedded, logs
 
@@ -464,8 +467,22 @@ CHANNEL_LAYERS = {
         # its connections at once. capacity: any other channel.
         # socket_timeout: the layer blocks 5 s in BZPOPMIN, redis-py's default read timeout is
         # 5 s too, and the race kills idle connections; 15 s still notices a dead Redis.
+        # retry: a command on a pooled connection that a Redis restart closed fails with
+        # ConnectionError; redis-py sends it again on a new connection, for every user of the
+        # layer (live/pusher.py, live/gateway.py). Once, at once: a Redis that is down still
+        # fails the gateway's receive within milliseconds, so it re-adds its groups and its
+        # connections catch up (a backoff let a receive ride out a 0.1 s restart unseen). Never
+        # on a timeout (the command may have run). A send repeated re-adds the same member to
+        # the channel's sorted set; if taken in between, each connection drops the positions
+        # it already sent (live/protocol.py).
         "CONFIG": {
-            "hosts": [{"address": LIVE_REDIS_URL, "socket_timeout": 15}],
+            "hosts": [
+                {
+                    "address": LIVE_REDIS_URL,
+                    "socket_timeout": 15,
+                    "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+                }
+            ],
             "prefix": "missive:live",
             "capacity": 1000,
             "channel_capacity": {"live-gateway.*": 100_000},

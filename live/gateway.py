@@ -34,12 +34,11 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-import redis
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from infra.redis import get_redis
-from live.pusher import BATCH
+from live.protocol import BATCH
 
 log = logging.getLogger(__name__)
 CHANNEL_PREFIX = "live-gateway"
@@ -119,10 +118,7 @@ class Hub:
         assert self.layer is not None
         change = self.layer.group_add if add else self.layer.group_discard
         async with self.slots:
-            try:
-                await change(group, self.channel)
-            except redis.ConnectionError:  # a pooled connection a Redis restart closed: once more
-                await change(group, self.channel)
+            await change(group, self.channel)
 
     async def _start(self) -> None:
         if self.receiver is not None and not self.receiver.done():

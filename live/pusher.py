@@ -2,9 +2,11 @@
 
 ``group_send_many([(group, message), ...])`` hands each message to every gateway process whose
 channel is in its group, as ONE channel-layer message per process for the whole call
-(``{"type": "live.batch", "items": [...]}``, each item naming its group; ``live.gateway`` hands
+(``{"type": "live.batch", "items": [...]}``, ``live.protocol``; ``live.gateway`` hands
 each item to its connections of that group). The groups' members are read in one pipelined
-round trip per layer host; the sends go ``SENDS_AT_ONCE`` at a time, each failed one once more.
+round trip per layer host; the sends go ``SENDS_AT_ONCE`` at a time, a failed one logged. A
+connection the layer's pool holds that a Redis restart closed is retried by redis-py itself, once
+(``CHANNEL_LAYERS`` ``retry``, config/settings.py), not here.
 
 Why not Channels' ``group_send`` per user: that is four Redis round trips per group on the
 sending side and one receive (three or four round trips) per push on the gateway's; a campaign
@@ -37,8 +39,9 @@ from channels.layers import BaseChannelLayer, channel_layers
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
+from live.protocol import BATCH
+
 log = logging.getLogger(__name__)
-BATCH = "live.batch"
 SEND_TIMEOUT_S = 5.0
 # Sends in flight per process: the layer's connection pool (100) refuses more rather than
 # waiting (MaxConnectionsError, the pushes lost).
@@ -60,18 +63,9 @@ async def _send(
     messages: Sequence[tuple[str, dict[str, Any]]],
     slots: asyncio.Semaphore,
 ) -> None:
-    """A step that failed is taken once more: after a Redis restart the first use of each pooled
-    connection fails (ConnectionError), and without the second try the first push of every
-    process after the restart was lost (tests/live/test_restarts.py)."""
     groups = list(dict.fromkeys(group for group, _ in messages))
-    try:
-        members = await _members(layer, groups)
-    except Exception:
-        members = await _members(layer, groups)
-    batches = _batches(messages, members)
-    failed = await _send_all(layer, batches, slots)
-    if failed:
-        failed = await _send_all(layer, [pair for pair, _ in failed], slots)
+    members = await _members(layer, groups)
+    failed = await _send_all(layer, _batches(messages, members), slots)
     for (_, batch), failure in failed:
         log.warning("live: %d pushes failed: %r", len(batch["items"]), failure)
 
