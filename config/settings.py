@@ -178,7 +178,15 @@ def _database(url: str = "") -> dict[str, Any]:
     url = url or env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'missive.sqlite3'}")
     db: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=60))
     if db["ENGINE"] == "django.db.backends.mysql":
-        db["OPTIONS"] = {"charset": "utf8mb4", "isolation_level": "read committed"}
+        # infra/mysql: idle connections kept per process (under ASGI Django opens one per
+        # request otherwise); a wrapper's close() gives its connection back, so no max age
+        db.update(ENGINE="infra.mysql", CONN_MAX_AGE=0)
+        # autocommit on from the handshake: no SET autocommit=0, then =1, on each new connection
+        db["OPTIONS"] = {
+            "charset": "utf8mb4",
+            "isolation_level": "read committed",
+            "autocommit": True,
+        }
         db["OPTIONS"].update(_mysql_timeouts())  # gray failures (above)
         db["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"}
         if os.environ.get("DATABASE_TEST_NAME"):  # parallel suites on one server
@@ -289,7 +297,7 @@ BULK_OUTAGE_HORIZON_S = env_int("BULK_OUTAGE_HORIZON_S", 6 * 3600)
 # backoff up to this, with jitter.
 BULK_OUTAGE_BACKOFF_MAX_S = env_int("BULK_OUTAGE_BACKOFF_MAX_S", 60)
 
-# --- Conversation-list cache and announcements (messaging/convcache, unread/announcements) ----
+# --- Conversation-list cache and announcements (storage/convcache, unread/announcements) ----
 # Tiers: Redis (24 h) → HBase convlist → MySQL, first CONVCACHE_SIZE conversations per owner.
 # The HBase tier is on when HBase is configured (INBOX_BACKEND=hbase or HBASE_* in the env).
 CONVCACHE_ENABLED = env("CONVCACHE_ENABLED", "1") == "1"

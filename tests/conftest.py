@@ -34,7 +34,7 @@ def _service_problems() -> list[str]:
     from infra.redis import get_redis
 
     problems = []
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.mysql":
+    if settings.DATABASES["default"]["ENGINE"] != "infra.mysql":
         problems.append("DATABASE_URL does not point at MySQL/MariaDB")
     try:
         get_redis().ping()

@@ -1,0 +1,1 @@
+"""Django's MySQL backend with connections kept between requests (ENGINE ``infra.mysql``)."""

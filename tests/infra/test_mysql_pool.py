@@ -1,0 +1,142 @@
+"""MariaDB connections kept between requests (``infra/mysql``, ENGINE ``infra.mysql``).
+
+The production server (gunicorn + a uvicorn worker) answers a run of requests on the
+connections it already has instead of opening one per request; a connection the server killed
+while it sat idle is not handed out again (the next request answers 200, not 500 or 503); one
+given back after a database error is closed, not reused; a forked child (a Celery pool process)
+never uses its parent's; a transaction opened on a kept connection commits or rolls back as
+Django's always did.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import MySQLdb
+import pytest
+from django.conf import settings
+from django.db import DatabaseError, connection, connections, transaction
+
+from messaging.models import Account
+from tests.api.factories import inbox_api
+from tests.config.test_asgi import api_server, get
+
+HISTORY = "/api/v1/users/{uid}/conversations/{peer}/messages"
+
+
+def opened() -> int:
+    """Connections the primary and the replica have accepted since they started (their own
+    ``Connections`` counters; this count's own connections included)."""
+    total = 0
+    for alias in ("default", "replica"):
+        db = settings.DATABASES.get(alias)
+        if db is None:
+            continue
+        conn = MySQLdb.connect(
+            host=db["HOST"], port=int(db["PORT"]), user=db["USER"], password=db["PASSWORD"]
+        )
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+            total += int(cur.fetchone()[1])
+        finally:
+            conn.close()
+    return total
+
+
+def connection_id(alias: str = "default") -> int:
+    """The server-side id of the connection a new wrapper (a new request's) gets."""
+    wrapper = connections.create_connection(alias)
+    try:
+        with wrapper.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            return int(cur.fetchone()[0])
+    finally:
+        wrapper.close()
+
+
+@pytest.fixture
+def server(transactional_db: Any) -> Iterator[int]:
+    with api_server() as port:
+        yield port
+
+
+def test_a_run_of_requests_reuses_the_servers_connections(server: int, uid: int) -> None:
+    bff = inbox_api("bff-pool")
+    path = HISTORY.format(uid=uid, peer=uid + 1)
+    assert get(server, path, bff.token)[0] == 200  # the worker's first connections
+    before = opened()
+    for _ in range(20):
+        assert get(server, path, bff.token)[0] == 200
+    # two for the counting itself before and after; one per request without the pool (22+)
+    assert opened() - before <= 4
+
+
+def test_a_connection_killed_while_idle_is_not_handed_out_again(server: int, uid: int) -> None:
+    bff = inbox_api("bff-pool-kill")
+    path = HISTORY.format(uid=uid, peer=uid + 1)
+    assert get(server, path, bff.token)[0] == 200
+    with connection.cursor() as cur:  # every other session of the test database: the server's
+        cur.execute(
+            "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> "
+            "CONNECTION_ID()"
+        )
+        for (session,) in cur.fetchall():
+            cur.execute(f"KILL CONNECTION {int(session)}")
+    assert get(server, path, bff.token)[0] == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_given_back_after_an_error_is_closed_not_reused() -> None:
+    wrapper = connections.create_connection("default")
+    with wrapper.cursor() as cur:
+        cur.execute("SELECT CONNECTION_ID()")
+        first = int(cur.fetchone()[0])
+        with pytest.raises(DatabaseError):
+            cur.execute("SELECT * FROM no_such_table")
+    wrapper.close()
+    assert connection_id() != first
+    kept = connection_id()
+    assert connection_id() == kept  # a clean one is
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_child_never_uses_its_parents_idle_connection() -> None:
+    parents = connection_id()  # now idle in this process
+    pid = os.fork()
+    if pid == 0:  # the child: a new connection of its own, then out without pytest's teardown
+        try:
+            os._exit(0 if connection_id() != parents else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert connection_id() == parents  # still open, and still the parent's to reuse
+
+
+@transaction.atomic
+def create_then_fail(uid: int) -> None:
+    Account.objects.create(uid=uid, kind="business", name="lost")
+    raise RuntimeError("rolled back")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_transactions_on_kept_connections_commit_and_roll_back(uids: Any) -> None:
+    kept, lost = uids(2)
+    connection_id()  # a kept connection waits; the next wrapper takes it
+    connection.close()
+    with transaction.atomic():
+        Account.objects.create(uid=kept, kind="business", name="kept")
+    with pytest.raises(RuntimeError):
+        create_then_fail(lost)
+    Account.objects.filter(uid=kept).update(name="autocommitted")  # outside any transaction
+    other = connections.create_connection("default")  # another connection: only what committed
+    try:
+        with other.cursor() as cur:
+            table = Account._meta.db_table
+            cur.execute(f"SELECT uid, name FROM {table} WHERE uid IN (%s, %s)", [kept, lost])
+            assert cur.fetchall() == ((kept, "autocommitted"),)
+    finally:
+        other.close()
