@@ -19,8 +19,11 @@ unchanged: ``RedisOpen`` is a redis-py ``ConnectionError``, ``DatabaseOpen`` a D
 The breakers, by name and by the store's address in the settings (the ``breaker`` and
 ``target`` labels of the gauge ``missive_store_breaker_state``, 0 closed, 1 half-open, 2 open,
 read at scrape time, this process's view):
-- ``redis``: every command and pipeline of the data client (infra/redis.py; on a Redis Cluster
-  one breaker for the whole cluster: a partial cluster is redis-py's to route around);
+- ``redis``: every command and pipeline of the data client (infra/redis.py); on a Redis Cluster
+  one per primary (the ``target`` is the node), so that a frozen or cut-off master fails its own
+  slots' calls fast and no one else's; commands without a key, and the unread fast path, use
+  the breaker of the address in the settings (the fast path then leaves every request to
+  Django, whose calls go by node);
 - ``mariadb`` and ``replica``: every connect and every statement of Django's connections
   (``guard_new_connections``); SQLite, the one-machine demo, has none;
 - ``hbase``: every Thrift call through ``infra.hbase.call``.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -92,10 +96,11 @@ _made: dict[tuple[str, str], Breaker] = {}
 _made_lock = threading.Lock()
 
 
-def breaker(name: str) -> Breaker:
-    """The process's breaker of one store at the address the settings give it now (made on first
-    use): a store moved elsewhere (a failover, a settings change) starts with a closed one."""
-    key = (name, target(name))
+def breaker(name: str, where: str = "") -> Breaker:
+    """The process's breaker of one store at the address the settings give it now, or at
+    ``where`` (a Redis Cluster primary), made on first use: a store moved elsewhere (a failover,
+    a settings change) starts with a closed one."""
+    key = (name, where or target(name))
     found = _made.get(key)
     if found is None:
         with _made_lock:
@@ -127,28 +132,53 @@ def _new(name: str) -> Breaker:
 def guarded(name: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``func(*args, **kwargs)`` through the store's breaker; while it is open, the store's own
     "did not answer" error at once (module docstring)."""
+    return guarded_at(name, "", func, *args, **kwargs)
+
+
+def guarded_at(name: str, where: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``guarded`` through the breaker of the store's node at ``where`` ("": the settings')."""
     try:
-        return breaker(name).call(func, *args, **kwargs)
+        return breaker(name, where).call(func, *args, **kwargs)
     except StoreOpen as exc:
         if isinstance(exc, (RedisOpen, DatabaseOpen, HBaseOpen)):
             raise  # a nested call's, already the store's kind
         raise _open_error(name) from exc
 
 
-def record_failure(name: str, exc: BaseException) -> None:
+def open_error(name: str) -> StoreOpen:
+    """What a call to ``name`` raises while its breaker is open."""
+    return _open_error(name)
+
+
+def allows(name: str, where: str = "") -> bool:
+    """Whether the breaker would let a call through now (closed, half-open, or open with its
+    reset time gone by: that call is the probe), without making one: for a caller that sends
+    first and learns the outcome later (a cluster pipeline's nodes, infra/redis.py). pybreaker
+    keeps the time it opened in its state storage and has no public reader for it."""
+    found = breaker(name, where)
+    if found.current_state != pybreaker.STATE_OPEN:
+        return True
+    opened_at = found._state_storage.opened_at
+    return opened_at is None or datetime.now(UTC) >= opened_at + timedelta(
+        seconds=found.reset_timeout
+    )
+
+
+def record_failure(name: str, exc: BaseException, where: str = "") -> None:
     """Count a no-answer the store's client met outside ``guarded`` (the unread fast path's own
-    asyncio connection to Redis)."""
+    asyncio connection to Redis, a cluster pipeline's node)."""
 
     def fail() -> None:
         raise exc
 
     with contextlib.suppress(Exception):  # the caller already handles the failure
-        guarded(name, fail)
+        guarded_at(name, where, fail)
 
 
-def closed(name: str) -> bool:
-    """Whether the store's breaker lets calls through without a probe (unread fast path)."""
-    return breaker(name).current_state == pybreaker.STATE_CLOSED
+def closed(name: str, where: str = "") -> bool:
+    """Whether the store's breaker (of its node at ``where``) lets calls through without a
+    probe (unread fast path)."""
+    return breaker(name, where).current_state == pybreaker.STATE_CLOSED
 
 
 def reset() -> None:

@@ -31,12 +31,15 @@ Gray failures (infra/timeouts.py, infra/breakers.py): the client connects within
 row of STORE_TIMEOUTS and waits that row's read timeout for a reply (1 s in an API process, 5 s
 in a worker); a lost connection is retried once at once (a restarted Redis), a timeout is not
 (a frozen one would cost the timeout again). Every command and pipeline goes through the
-``redis`` circuit breaker, and a write Redis refuses (OOM, MISCONF) is counted and logged
+``redis`` circuit breaker (on a cluster, the breaker of the primary it goes to: a pipeline's
+share for a primary whose breaker is open is not sent, and fails as an outage at once, while the
+other primaries' shares go on), and a write Redis refuses (OOM, MISCONF) is counted and logged
 (``infra.outages.report_refused_write``, through ``on_refused_write``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from binascii import crc_hqx
 from collections.abc import Callable, Iterable
 from functools import cache
@@ -69,8 +72,13 @@ REFUSED_WRITE_HOOKS: list[Callable[[redis.ResponseError], None]] = []
 
 def _guarded(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``func`` through the ``redis`` breaker; a refused write reported on its way out."""
+    return _reported(breakers.guarded_at, "redis", "", func, *args, **kwargs)
+
+
+def _reported(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``func``, a write Redis refused (OOM, MISCONF) reported on its way out."""
     try:
-        return breakers.guarded("redis", func, *args, **kwargs)
+        return func(*args, **kwargs)
     except redis.ResponseError as exc:
         for hook in REFUSED_WRITE_HOOKS:
             hook(exc)
@@ -150,7 +158,21 @@ class _Cluster(RedisCluster):
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)  # type: ignore[assignment]
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        return _guarded(super().execute_command, *args, **kwargs)
+        where = "" if kwargs.get("target_nodes") else self._primary_of(args)
+        return _reported(
+            breakers.guarded_at, "redis", where, super().execute_command, *args, **kwargs
+        )
+
+    def _primary_of(self, args: tuple[Any, ...]) -> str:
+        """The primary a keyed command goes to per the slot map (its breaker), or "" (the
+        cluster's address in the settings) for a command without a key or a slot not mapped."""
+        slot = _slot(args)
+        if slot is None:
+            return ""
+        try:
+            return str(_primary(self.nodes_manager.slots_cache, slot).name)
+        except SlotNotCoveredError:
+            return ""
 
     def register_script(self, script: Any) -> Script:
         found = super().register_script(script)
@@ -175,12 +197,12 @@ class _Pipeline(ClusterPipeline):
         return self.execute_command("RENAME", src, dst)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return _guarded(self._execute, raise_on_error)
+        return _reported(self._execute, raise_on_error)  # each node through its breaker
 
     def _execute(self, raise_on_error: bool) -> list[Any]:
         strategy = self._execution_strategy
         if not isinstance(strategy, PipelineStrategy):  # MULTI/EXEC (one slot): redis-py's own
-            return super().execute(raise_on_error)
+            return _guarded(super().execute, raise_on_error)
         queued = [(c.args, c.options) for c in strategy.command_queue]
         strategy.reset()
         replies = _by_node(self, queued)
@@ -238,17 +260,24 @@ def _by_node(pipe: ClusterPipeline, queued: list[Queued]) -> list[Any]:
         groups.setdefault(node.name, (node, []))[1].append(i)
     sent = []
     for node, indexes in groups.values():
+        if not breakers.allows("redis", node.name):  # its primary just failed: not sent
+            _failed(replies, indexes, breakers.open_error("redis"))
+            continue
         client = pipe.get_redis_connection(node)
         conn = client.connection_pool.get_connection()
-        sent.append((client, conn, indexes))
+        sent.append((node, client, conn, indexes))
         try:
             conn.send_packed_command(conn.pack_commands([queued[i][0] for i in indexes]))
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             conn.disconnect()
             indexes[:] = _failed(replies, indexes, exc)
-    for client, conn, indexes in sent:
-        try:
-            _read(client, conn, indexes, queued, replies)
+            breakers.record_failure("redis", exc, where=node.name)
+    for node, client, conn, indexes in sent:
+        try:  # the node's answer (or its silence) counts in its own breaker
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                breakers.guarded_at(
+                    "redis", node.name, _read, client, conn, indexes, queued, replies
+                )
         finally:
             client.connection_pool.release(conn)
     return replies
@@ -268,6 +297,7 @@ def _read(
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         conn.disconnect()  # replies unread: the connection cannot be reused
         _failed(replies, indexes[done:], exc)
+        raise  # for the node's breaker (_by_node)
 
 
 def _failed(replies: list[Any], indexes: list[int], exc: Exception) -> list[int]:

@@ -58,7 +58,10 @@ CONNECT_TIMEOUT_S = 1.0
 
 
 class RedisUnavailable(Exception):
-    """No answer in time, or no connection: take the slow path."""
+    """No answer in time, or no connection: take the slow path. ``node``: on a cluster, the
+    ``host:port`` of the primary that did not answer, when one is to blame."""
+
+    node = ""
 
 
 @dataclass
@@ -338,6 +341,12 @@ class ClusterMux(MuxRedis):
             self.owner = []
         return replies
 
+    def primaries(self, slots: Sequence[int]) -> set[str] | None:
+        """The ``host:port`` of the primaries serving ``slots`` per the map this mux read last;
+        None before it has one."""
+        owner = self.owner
+        return {node_name(owner[slot]) for slot in slots} if owner else None
+
     def _flush(self) -> None:
         turn, self._turn = self._turn, None
         if turn is None:
@@ -348,7 +357,7 @@ class ClusterMux(MuxRedis):
             sent = mux.submit(batch.commands)
             if sent is None:  # not connected yet: this one waits for the connection
                 sent = asyncio.ensure_future(mux.pipeline(batch.commands))
-            sent.add_done_callback(partial(_settle, turn, batch))
+            sent.add_done_callback(partial(_settle, turn, batch, node))
 
     async def aclose(self) -> None:
         for node in self.nodes.values():
@@ -404,17 +413,19 @@ def command_slot(command: Command) -> int:
     return key_slot(key if isinstance(key, bytes) else str(key).encode())
 
 
-def _settle(turn: _Turn, batch: _Batch, source: asyncio.Future[list[Any]]) -> None:
+def _settle(turn: _Turn, batch: _Batch, node: Node, source: asyncio.Future[list[Any]]) -> None:
     """A node answered its batch: keep its replies, and wake the turn's callers once every node
-    did; a failure fails the turn (retrieved: a caller that went away does not leave an
-    unretrieved exception behind)."""
+    did; a failure fails the turn, naming the node (retrieved: a caller that went away does not
+    leave an unretrieved exception behind)."""
     target = turn.future
     if target.done():
         return
     if source.cancelled():
         target.set_exception(RedisUnavailable("cancelled"))
     elif (exc := source.exception()) is not None:
-        target.set_exception(exc if isinstance(exc, RedisUnavailable) else RedisUnavailable(exc))
+        failed = RedisUnavailable(f"{node_name(node)}: {exc}")
+        failed.node = node_name(node)
+        target.set_exception(failed)
     else:
         batch.replies = source.result()
         turn.pending -= 1
@@ -422,6 +433,11 @@ def _settle(turn: _Turn, batch: _Batch, source: asyncio.Future[list[Any]]) -> No
             target.set_result(None)
         return
     target.exception()
+
+
+def node_name(node: Node) -> str:
+    """``host:port``, as redis-py names a cluster node (the breakers' ``target``)."""
+    return f"{node[0]}:{node[1]}"
 
 
 def _owners(ranges: list[Any]) -> list[Node]:

@@ -240,6 +240,17 @@ class UnreadFastPath:
         finally:
             connections.close_all()  # this thread's, if it opened one
 
+    def breakers_closed(self, slots: list[int] | None) -> bool:
+        """Redis's breaker is closed; on a cluster, that of every primary these slots are on
+        (a frozen master leaves only its own users, and everyone's if it holds a global key,
+        to Django)."""
+        nodes = (
+            self.redis.primaries(slots) if isinstance(self.redis, ClusterMux) and slots else None
+        )
+        if nodes is None:
+            return breakers.closed("redis")
+        return all(breakers.closed("redis", node) for node in nodes)
+
     async def respond(self, send: Send, body: bytes, request_id: Header) -> None:
         headers = self.headers.copy()  # both placeholders are there: REQUIRED_MIDDLEWARE
         headers[self.length_at] = (b"Content-Length", str(len(body)).encode())
@@ -255,13 +266,14 @@ class UnreadFastPath:
         cached = cached_principal(token) if token is not None else None
         if uid is None or cached is None or Scope.INBOX not in cached[1].scopes:
             return None
-        if not breakers.closed("redis"):  # Django fails fast (or probes)
+        slots = command_slots(uid) if self.clustered else None
+        if not self.breakers_closed(slots):  # Django fails fast (or probes)
             return None
         try:
-            slots = command_slots(uid) if self.clustered else None
             replies = await self.redis.pipeline(commands(uid), slots)
         except RedisUnavailable as exc:  # Django's calls need not pay the timeout again:
-            breakers.record_failure("redis", redis.TimeoutError(str(exc)))  # one failure less
+            failure = redis.TimeoutError(str(exc))  # one failure less, on the node to blame
+            breakers.record_failure("redis", failure, where=exc.node)
             return None
         if any(isinstance(r, hiredis.ReplyError) for r in replies):
             return None
