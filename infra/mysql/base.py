@@ -18,7 +18,8 @@ What this backend does instead:
   the end of each request and task: ``CONN_MAX_AGE`` is 0 with this engine) gives a clean
   connection back (autocommit on, no atomic block open, no database error seen); any other is
   closed as before. At most ``POOL_SIZE`` wait; one idle for ``POOL_IDLE_S`` or more is closed.
-  A forked child (a Celery pool process) starts with none: its parent's stay the parent's.
+  A forked child (a Celery pool process) starts with none: its parent's stay the parent's, idle
+  or in use when it forked (those are closed, never kept: their file number may be reused).
 - **No round trip to check one out**: a connection the server closed, killed or restarted away has
   sent an EOF or an error packet, so its socket reads as ready; ``poll()`` with no wait sees that
   and the connection is dropped. A frozen or cut-off server is not seen this way; its first query
@@ -120,7 +121,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         self._pool_key = _key(conn_params)
-        return IDLE.take(self._pool_key) or super().get_new_connection(conn_params)
+        kept = IDLE.take(self._pool_key)
+        if kept is not None:
+            return kept
+        conn = super().get_new_connection(conn_params)
+        conn.missive_pid = os.getpid()
+        return conn
 
     def init_connection_state(self) -> None:
         if getattr(self.connection, "missive_session_set", False):
@@ -152,6 +158,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _reusable(self) -> bool:
         if self.in_atomic_block or self.needs_rollback or self.errors_occurred:
             return False
+        if getattr(self.connection, "missive_pid", None) != os.getpid():
+            return False  # a parent's, open when this process forked (Celery closes its fd)
         try:
             return bool(self.connection.get_autocommit())
         except Exception:  # a broken handle

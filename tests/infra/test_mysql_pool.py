@@ -11,8 +11,10 @@ Django's always did.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import MySQLdb
 import pytest
@@ -44,6 +46,11 @@ def opened() -> int:
         finally:
             conn.close()
     return total
+
+
+def redis_address() -> tuple[str, int]:
+    url = urlsplit(settings.REDIS_URL)
+    return url.hostname or "127.0.0.1", url.port or 6379
 
 
 def connection_id(alias: str = "default") -> int:
@@ -103,17 +110,31 @@ def test_a_connection_given_back_after_an_error_is_closed_not_reused() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_forked_child_never_uses_its_parents_idle_connection() -> None:
-    parents = connection_id()  # now idle in this process
+def test_a_forked_child_never_uses_its_parents_connections() -> None:
+    busy = connections.create_connection("default")  # in use when the child is forked
+    busy.ensure_connection()
+    parents = connection_id()  # another one, now idle in this process
     pid = os.fork()
-    if pid == 0:  # the child: a new connection of its own, then out without pytest's teardown
+    if pid == 0:  # the child, out without pytest's teardown
         try:
-            os._exit(0 if connection_id() != parents else 1)
+            # as Celery's pool processes start: the inherited connection's descriptor closed,
+            # then the wrapper closed; it must not wait for reuse (its number may be reused)
+            number = busy.connection.fileno()
+            os.close(number)
+            busy.close()
+            quiet = socket.create_connection(redis_address())  # takes the number, says nothing
+            os.dup2(quiet.fileno(), number)
+            fresh = {connection_id(), connection_id()}
+            os._exit(0 if parents not in fresh and len(fresh) == 1 else 1)
         except BaseException:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert connection_id() == parents  # still open, and still the parent's to reuse
+    with busy.cursor() as cur:  # the parent's busy one too
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)
+    busy.close()
 
 
 @transaction.atomic
