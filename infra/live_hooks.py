@@ -5,7 +5,8 @@ itself here in ``LiveConfig.ready``).
 An event is a JSON-ready dict: a frame of the live protocol without its ``cursor`` (docs/live.md),
 e.g. ``{"type": "read", "conversation": {"kind": "direct", "peer_uid": "42"}, "read_upto": "…",
 "unread": 0}``. ``push_many(uids, event)`` hands one event for many users to every registered
-sink; the plural comes first (a campaign batch is one call), ``push`` is one user's wrapper;
+sink; the plural comes first (a campaign batch is one call; ``push_all`` hands several events
+at once), ``push`` is one user's wrapper;
 ``push_group(gid, event)`` is for a group's members, resolved off the sender's path.
 
 Callers push only after their change is committed (the REST API is the truth a device re-reads
@@ -23,7 +24,7 @@ Event = dict[str, Any]
 # An event, or what builds it: called only when one of the users is recently online (a
 # campaign batch nobody watches never loads its message's body).
 Lazy = Event | Callable[[], Event]
-Sink = Callable[[Sequence[int], Lazy], None]
+Sink = Callable[[Sequence[tuple[Sequence[int], Lazy]]], None]  # (users, event) pairs, in one go
 GroupSink = Callable[[int, Event], None]
 _SINKS: list[Sink] = []
 _GROUP_SINKS: list[GroupSink] = []
@@ -38,10 +39,17 @@ def register(sink: Sink, group_sink: GroupSink) -> None:
 
 
 def push_many(uids: Sequence[int], event: Lazy) -> None:
-    if not uids:
+    push_all([(uids, event)])
+
+
+def push_all(items: Sequence[tuple[Sequence[int], Lazy]]) -> None:
+    """Several events, each for some users, handed on in one go (a sink may write them in one
+    round trip: a 1:1 message's two, the receiver's and the sender's other devices')."""
+    wanted = [(uids, event) for uids, event in items if uids]
+    if not wanted:
         return
     for sink in _SINKS:
-        sink(uids, event)
+        sink(wanted)
 
 
 def push(uid: int, event: Lazy) -> None:

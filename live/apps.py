@@ -10,7 +10,7 @@ class LiveConfig(AppConfig):
 
     def ready(self) -> None:
         from infra import live_hooks
-        from live.services import publish_many
+        from live.services import publish_all
         from live.tasks import enqueue_group_push
 
-        live_hooks.register(publish_many, enqueue_group_push)
+        live_hooks.register(publish_all, enqueue_group_push)

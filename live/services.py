@@ -4,7 +4,8 @@ Contracts:
 - ``token_mint`` / ``token_open``: a token is Django's signed ``(uid, device_id)`` with a
   timestamp (salt ``live.token``); it opens connections for ``LIVE_TOKEN_TTL_S`` (60 s) and
   binds them to that user and device. Nothing is stored.
-- ``publish_many(uids, event)``: after a change is committed, one event for many users. One Lua
+- ``publish_many(uids, event)`` (``publish_all`` for several events at once: one round trip and
+  one channel-layer call for all): after a change is committed, one event for many users. One Lua
   call per Redis Cluster slot, all on one pipeline (ONE round trip on a single Redis; one per
   node, in parallel, on a cluster), keeps only the users seen within ``LIVE_RESUME_WINDOW_S``,
   appends the event to each one's log and tells which are connected now; then the pushes to the
@@ -106,24 +107,36 @@ class Logged:
 
 
 def publish_many(uids: Sequence[int], event: Lazy) -> None:
-    """Log ``event`` for the recently online among ``uids`` and push it to the connected. A lazy
+    publish_all([(uids, event)])
+
+
+def publish_all(items: Sequence[tuple[Sequence[int], Lazy]]) -> None:
+    """Several events, each for some users (a 1:1 message: the receiver's and the sender's
+    other devices'), logged in one pipelined round trip and pushed in one channel-layer call.
+    Log ``event`` for the recently online among ``uids`` and push it to the connected. A lazy
     event is built only when one of them is (then a first round trip asks which)."""
     try:
-        if callable(event):
-            uids = recently_online(uids)
-            if not uids:
-                return
-            event = event()
-        _publish(uids, event)
+        _publish([ready for item in items if (ready := _resolved(*item)) is not None])
     except (redis.RedisError, OSError, TimeoutError) as exc:
-        log.warning("live: %d pushes lost: %r", len(uids), exc)
+        log.warning("live: %d pushes lost: %r", sum(len(uids) for uids, _ in items), exc)
 
 
-def _publish(uids: Sequence[int], event: Event) -> None:
+def _resolved(uids: Sequence[int], event: Lazy) -> tuple[Sequence[int], Event] | None:
+    if not callable(event):
+        return uids, event
+    online = recently_online(uids)
+    return (online, event()) if online else None
+
+
+def _publish(items: Sequence[tuple[Sequence[int], Event]]) -> None:
+    if not items:
+        return
     ms = now_ms()
-    body = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-    logged = log_append_many(uids, body, ms)
-    group_send_many([_push(item, body, ms) for item in logged if item.online])
+    bodies = [json.dumps(event, separators=(",", ":"), ensure_ascii=False) for _, event in items]
+    logged = log_append_all(
+        [(uids, body) for (uids, _), body in zip(items, bodies, strict=True)], ms
+    )
+    group_send_many([_push(item, body, ms) for item, body in logged if item.online])
 
 
 def recently_online(uids: Sequence[int]) -> list[int]:
@@ -152,18 +165,20 @@ def _push(item: Logged, body: str, ms: int) -> tuple[str, dict[str, Any]]:
     return keys.group(item.uid), {**message, **restart, "text": cursors.frame(body, cursor)}
 
 
-def log_append_many(uids: Sequence[int], body: str, ms: int) -> list[Logged]:
-    """Append the event ``body`` (JSON) for the recently online among ``uids``: one ``append``
-    call per slot group, all in one pipelined round trip."""
-    groups = list(by_user_slot(dict.fromkeys(uids)).values())
-    args = [body, settings.LIVE_LOG_MAXLEN, _log_ttl_s(), ms, cursors.new_epoch()]
+def log_append_all(items: Sequence[tuple[Sequence[int], str]], ms: int) -> list[tuple[Logged, str]]:
+    """Append each event ``body`` (JSON) for the recently online among its ``uids``: one
+    ``append`` call per slot group and event, all in one pipelined round trip."""
+    calls = []
     pipe = get_redis().pipeline(transaction=False)
-    for group in groups:
-        user_keys = [k for uid in group for k in keys.user_keys(uid)]
-        scripts.call("append", user_keys, args, client=pipe)
+    for uids, body in items:
+        args = [body, settings.LIVE_LOG_MAXLEN, _log_ttl_s(), ms, cursors.new_epoch()]
+        for group in by_user_slot(dict.fromkeys(uids)).values():
+            user_keys = [k for uid in group for k in keys.user_keys(uid)]
+            scripts.call("append", user_keys, args, client=pipe)
+            calls.append((group, body))
     replies = pipe.execute()
-    pairs = zip(groups, replies, strict=True)
-    return [found for group, reply in pairs for found in _logged(group, reply)]
+    pairs = zip(calls, replies, strict=True)
+    return [(found, body) for (group, body), reply in pairs for found in _logged(group, reply)]
 
 
 def _logged(group: Sequence[int], reply: Sequence[Any]) -> list[Logged]:

@@ -47,8 +47,12 @@ def _message(conversation: dict[str, str], item: dict[str, Any]) -> Event:
 
 def message_sent(message: Message, receiver_uid: int) -> None:
     item = message_item(message)
-    live_hooks.push(receiver_uid, _message(direct(message.sender_uid), item))
-    live_hooks.push(message.sender_uid, _message(direct(receiver_uid), item))
+    live_hooks.push_all(  # both in one round trip
+        [
+            ([receiver_uid], _message(direct(message.sender_uid), item)),
+            ([message.sender_uid], _message(direct(receiver_uid), item)),
+        ]
+    )
 
 
 def campaign_batch(*, sender_uid: int, msgkey: int, receiver_uids: Sequence[int]) -> None:
