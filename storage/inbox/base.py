@@ -133,6 +133,13 @@ class Inbox(ABC):
         ``scan_chunk`` entries at a time, so a long history never sits in memory."""
         return sum(self._remove_range(owner, peer, before) for owner, peer in convs)
 
+    def newest_many(self, owners: Sequence[int], peer: int) -> dict[int, int]:
+        """The newest msgkey each owner still holds from ``peer`` (one who holds none is absent):
+        what a conversation shows once its last message aged out. One scan of one entry per
+        owner here; the backends read many owners at once."""
+        newest = {owner: self._scan(owner, peer, None, 1) for owner in owners}
+        return {owner: rows[0].msgkey for owner, rows in newest.items() if rows}
+
     def remove_before(self, owner: int, peer: int, before: int) -> int:
         return self.remove_before_many([(owner, peer)], before)
 

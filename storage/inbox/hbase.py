@@ -17,6 +17,7 @@ import functools
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import happybase
@@ -171,6 +172,18 @@ class HBaseInbox(Inbox):
             ]
 
         return hbase.call(get)
+
+    def newest_many(self, owners: Sequence[int], peer: int) -> dict[int, int]:
+        """Each owner's first row from ``peer`` (newest first), the scans run side by side on
+        the connection pool's connections: one scan per owner after another aged out 1,080
+        copies a second (scripts/bench_retention.py)."""
+        if len(owners) < 2:
+            return super().newest_many(owners, peer)
+        with ThreadPoolExecutor(max_workers=hbase.options()["POOL_SIZE"]) as threads:
+            firsts = threads.map(lambda owner: self._scan(owner, peer, None, 1), owners)
+            return {
+                owner: rows[0].msgkey for owner, rows in zip(owners, firsts, strict=True) if rows
+            }
 
     def count_after(self, owner: int, peer: int, msgkey: int) -> int:
         prefix = conv_prefix(owner, peer)

@@ -163,6 +163,22 @@ def test_get_for_owners_returns_only_the_copies_that_exist(inbox: Inbox, uids: U
     assert inbox.get_for_owners([], peer, 77) == []
 
 
+def test_newest_many_gives_each_owners_newest_entry_from_the_peer(inbox: Inbox, uids: Uids) -> None:
+    peer, other, *owners = uids(1202)  # more owners than one write chunk
+    inbox.add_many(
+        e for n, o in enumerate(owners[::2]) for e in received(o, peer, [10, 20 + n % 7])
+    )
+    inbox.add_many(InboxEntry(o, other, 99, RECEIVED) for o in owners)  # another peer's
+    inbox.add_many([InboxEntry(owners[0], peer, 50, SENT)])  # a sent entry counts too
+
+    newest = inbox.newest_many(owners, peer)
+
+    expected = {o: 20 + n % 7 for n, o in enumerate(owners[::2])} | {owners[0]: 50}
+    assert newest == expected  # owners holding nothing from the peer are absent
+    assert inbox.newest_many([owners[1]], peer) == {}
+    assert inbox.newest_many([], peer) == {}
+
+
 def test_remove_deletes_the_given_messages_only(inbox: Inbox, uids: Uids) -> None:
     owner, peer, other = uids(3)
     inbox.add_many(received(owner, peer, [10, 20, 30]) + received(owner, other, [20]))
