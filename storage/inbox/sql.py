@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -105,33 +106,30 @@ class SqlInbox(Inbox):
         return InboxEntry(*row) if row else None
 
     def get_for_owners(self, owners: Sequence[int], peer: int, msgkey: int) -> list[InboxEntry]:
-        found: list[InboxEntry] = []
-        with connection.cursor() as cur:
-            for start in range(0, len(owners), self.write_chunk):
-                chunk = ", ".join(f"{o:d}" for o in owners[start : start + self.write_chunk])
-                cur.execute(
-                    f"SELECT {COLUMNS} FROM {TABLE} WHERE owner_uid IN ({chunk}) "
-                    "AND peer_uid = %s AND msgkey = %s",
-                    [peer, msgkey],
-                )
-                found += [InboxEntry(*row) for row in cur.fetchall()]
-        return found
+        where = "AND peer_uid = %s AND msgkey = %s"
+        return [InboxEntry(*row) for row in self._by_owners(COLUMNS, owners, where, [peer, msgkey])]
 
     def newest_many(self, owners: Sequence[int], peer: int) -> dict[int, int]:
         """One grouped read per ``write_chunk`` owners, each owner's newest entry from ``peer``
         found through the (owner_uid, peer_uid, msgkey) key: retention ran one query per owner,
         2,700 copies aged out a second (scripts/bench_retention.py)."""
-        newest: dict[int, int] = {}
+        where = "AND peer_uid = %s GROUP BY owner_uid"
+        rows = self._by_owners("owner_uid, MAX(msgkey)", owners, where, [peer])
+        return {int(owner): int(key) for owner, key in rows}
+
+    def _by_owners(
+        self, columns: str, owners: Sequence[int], where: str, params: list[int]
+    ) -> list[tuple[Any, ...]]:
+        """``SELECT columns ... WHERE owner_uid IN (...) <where>``, ``write_chunk`` owners each."""
+        found: list[tuple[Any, ...]] = []
         with connection.cursor() as cur:
             for start in range(0, len(owners), self.write_chunk):
                 chunk = ", ".join(f"{o:d}" for o in owners[start : start + self.write_chunk])
                 cur.execute(
-                    f"SELECT owner_uid, MAX(msgkey) FROM {TABLE} WHERE owner_uid IN ({chunk}) "
-                    "AND peer_uid = %s GROUP BY owner_uid",
-                    [peer],
+                    f"SELECT {columns} FROM {TABLE} WHERE owner_uid IN ({chunk}) {where}", params
                 )
-                newest.update((int(owner), int(key)) for owner, key in cur.fetchall())
-        return newest
+                found += cur.fetchall()
+        return found
 
     def count(self, owner: int, peer: int) -> int:
         return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
