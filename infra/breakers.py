@@ -67,7 +67,8 @@ class HBaseOpen(TTransportException, StoreOpen):
     pass
 
 
-def _open_error(name: str) -> StoreOpen:
+def open_error(name: str) -> StoreOpen:
+    """What a call to ``name`` raises while its breaker is open (the store's own kind)."""
     detail = f"the {name} circuit breaker is open: the store did not answer just now"
     if name in DB_STORES:
         return DatabaseOpen(CANNOT_CONNECT, detail)
@@ -142,12 +143,7 @@ def guarded_at(name: str, where: str, func: Callable[..., T], *args: Any, **kwar
     except StoreOpen as exc:
         if isinstance(exc, (RedisOpen, DatabaseOpen, HBaseOpen)):
             raise  # a nested call's, already the store's kind
-        raise _open_error(name) from exc
-
-
-def open_error(name: str) -> StoreOpen:
-    """What a call to ``name`` raises while its breaker is open."""
-    return _open_error(name)
+        raise open_error(name) from exc
 
 
 def allows(name: str, where: str = "") -> bool:

@@ -111,10 +111,10 @@ def publish_many(uids: Sequence[int], event: Lazy) -> None:
 
 
 def publish_all(items: Sequence[tuple[Sequence[int], Lazy]]) -> None:
-    """Several events, each for some users (a 1:1 message: the receiver's and the sender's
-    other devices'), logged in one pipelined round trip and pushed in one channel-layer call.
-    Log ``event`` for the recently online among ``uids`` and push it to the connected. A lazy
-    event is built only when one of them is (then a first round trip asks which)."""
+    """Several events, each for some users (a 1:1 message's two: the receiver's devices and
+    the sender's other devices): each is logged for the recently online among its users and
+    pushed to the connected, all in one pipelined round trip and one channel-layer call. A lazy
+    event is built only when one of its users is recently online (a first round trip asks)."""
     try:
         _publish([ready for item in items if (ready := _resolved(*item)) is not None])
     except (redis.RedisError, OSError, TimeoutError) as exc:

@@ -142,6 +142,33 @@ def message(sender: int, receiver: int, cmid: str) -> dict[str, Any]:
     }
 
 
+def reset_scene(
+    store: str,
+    server: int,
+    proxy: str,
+    read: tuple[str, str, int],
+    sender_token: str,
+    alice: int,
+    bob: int,
+) -> int:
+    """With every connection to ``store`` reset (toxiproxy ``reset_peer``): ``read[2]`` reads of
+    ``read[0]`` with token ``read[1]``, then two 1:1 sends from alice to bob; each answered in
+    time, never 500. Returns how many sends were accepted (201)."""
+    path, token, count = read
+    with toxic(proxy, "reset_peer", timeout=0):
+        reads = [get(server, path, token) for _ in range(count)]
+        tag = store.split()[0].lower()
+        sends = [
+            post(server, "/messages", sender_token, message(alice, bob, f"{tag}{i}"))
+            for i in (1, 2)
+        ]
+    report(f"{store} path reset (toxiproxy reset_peer): {path.rsplit('/', 1)[-1]}", reads)
+    report(f"{store} path reset (toxiproxy reset_peer): 1:1 send", sends)
+    assert_never_500_nor_late(reads, 200)
+    assert_never_500_nor_late(sends, 201)
+    return sum(a.status == 201 for a in sends)
+
+
 def assert_never_500_nor_late(answers: list[Answer], ok: int) -> None:
     for a in answers:
         assert a.status in (ok, 503), a.body
@@ -175,17 +202,15 @@ def test_a_reset_redis_path_answers_503_never_500_and_counts_every_send_it_accep
         post(redis_proxied_server, "/messages", shop.token, message(alice, bob, "r0")).status == 201
     )
     assert get(redis_proxied_server, unread, bff.token).body["total"] == 1
-    with toxic(redis_proxy[0], "reset_peer", timeout=0):
-        counts = [get(redis_proxied_server, unread, bff.token) for _ in range(4)]
-        sends = [
-            post(redis_proxied_server, "/messages", shop.token, message(alice, bob, f"r{i}"))
-            for i in (1, 2)
-        ]
-    report("Redis path reset (toxiproxy reset_peer): unread", counts)
-    report("Redis path reset (toxiproxy reset_peer): 1:1 send", sends)
-    assert_never_500_nor_late(counts, 200)
-    assert_never_500_nor_late(sends, 201)
-    accepted = sum(a.status == 201 for a in sends)
+    accepted = reset_scene(
+        "Redis",
+        redis_proxied_server,
+        redis_proxy[0],
+        (unread, bff.token, 4),
+        shop.token,
+        alice,
+        bob,
+    )
     wait_for(lambda: get(redis_proxied_server, unread, bff.token).status == 200, timeout=15)
     assert get(redis_proxied_server, unread, bff.token).body["total"] >= 1 + accepted
 
@@ -281,16 +306,9 @@ def test_a_reset_hbase_path_answers_503_never_500_and_loses_no_accepted_send(
     hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
 ) -> None:
     server, c = hbase_proxied_server, first_message(hbase_proxied_server, uids, "hbase-reset")
-    with toxic(hbase_proxy[0], "reset_peer", timeout=0):
-        reads = [get(server, c.history, c.bff.token) for _ in range(3)]
-        sends = [
-            post(server, "/messages", c.shop.token, message(c.alice, c.bob, f"hr{i}"))
-            for i in (1, 2)
-        ]
-    report("HBase Thrift path reset (toxiproxy reset_peer): history", reads)
-    report("HBase Thrift path reset (toxiproxy reset_peer): 1:1 send", sends)
-    assert_never_500_nor_late(reads, 200)
-    assert_never_500_nor_late(sends, 201)
-    accepted = sum(a.status == 201 for a in sends)
+    read = (c.history, c.bff.token, 3)
+    accepted = reset_scene(
+        "HBase Thrift", server, hbase_proxy[0], read, c.shop.token, c.alice, c.bob
+    )
     wait_for(lambda: get(server, c.history, c.bff.token).status == 200, timeout=15, every=0.5)
     assert len(get(server, c.history, c.bff.token).body["results"]) >= 1 + accepted
