@@ -12,8 +12,6 @@ bucket:{ch:<channel>}:active           sorted set: campaigns that asked the chan
 bucket:{ch:<channel>}:c:<campaign>     the campaign's own bucket: rate / active campaigns.
 profile:{c:<campaign>}                 hash stage -> microseconds summed over the campaign's
                                        batches, plus _batches and _recipients (BULK_PROFILE).
-live:{c:<campaign>}                    sorted set of progress samples "<ms>:<processed>" scored by
-                                       ms, the last LIVE_WINDOW_S seconds (bulk/live.py: the rate).
 recalled:{c:<campaign>}                set of the indexes of the batches recalled (bulk/recall.py).
 adminlaunch:<form key>                 held while the admin's creation form launches a campaign
                                        under that key (bulk/admin_views.py): a double submit
@@ -53,10 +51,6 @@ def campaign_bucket(channel: str, campaign: int) -> str:
 
 def batch_profile(campaign_id: int) -> str:
     return f"profile:{{c:{campaign_id}}}"
-
-
-def live_samples(campaign_id: int) -> str:
-    return f"live:{{c:{campaign_id}}}"
 
 
 def recalled_batches(campaign_id: int) -> str:

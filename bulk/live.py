@@ -13,12 +13,9 @@ so they are the ledger's exact totals at that moment):
   first plan step counted it (``estimate`` True: a stored list's count or the followers' count),
   so the console shows a percentage and an ETA for the whole run from its first seconds;
 - ``percent``: processed / expected_total (0-100; 100 once finished);
-- ``rate``: recipients completed per second over the last seconds, ``{"per_s", "over_s"}``:
-  each read of a running campaign adds a sample (time, processed) to ``live:{c:<id>}`` (Redis,
-  bulk/keys.py) and keeps the last LIVE_WINDOW_S seconds; the rate is the change of processed
-  between the oldest sample kept and now, over ``over_s`` seconds (at least RATE_MIN_S). None
-  while the campaign does not run, or before two samples are RATE_MIN_S apart; samples are
-  dropped when it stops, so a resumed campaign's rate does not count the pause;
+- ``rate``: ``{"per_s", "over_s"}``, the rate the API shows too (``bulk.selectors.campaign_rates``:
+  the batches the ledger finished in the last 30 s, or the average over the running time while
+  too few did); None while the campaign does not run or nothing moved yet;
 - ``eta_s``: (expected_total - processed) / rate while running, planned or estimated; None
   otherwise (finished, paused, cancelled, no rate yet, no estimate), never 0;
 - ``recall``: None, or ``{"batches_done", "batches", "percent"}`` once the campaign's message was
@@ -30,22 +27,25 @@ so they are the ledger's exact totals at that moment):
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from django.utils import timezone
 from redis.exceptions import RedisError
 
-from bulk import keys
 from bulk.models import Campaign, CampaignStatus
 from bulk.recall import recalled_batches
-from bulk.selectors import estimated, eta_running, expected_total, skipped_by_reason
+from bulk.selectors import (
+    Rate,
+    campaign_rates,
+    estimated,
+    eta_running,
+    expected_total,
+    skipped_by_reason,
+)
 from infra.metrics import queue_lengths, queue_workers
-from infra.redis import get_redis
 from messaging.models import Message, MessageStatus
 
-LIVE_WINDOW_S = 10.0
-RATE_MIN_S = 1.0
 IDS_MAX = 100
 
 
@@ -64,7 +64,7 @@ def percent(campaign: Campaign) -> int:
 
 def campaigns_live(campaigns: Sequence[Campaign]) -> list[dict[str, Any]]:
     running = [c for c in campaigns if c.status == CampaignStatus.RUNNING]
-    rates = _rates(campaigns)
+    rates = campaign_rates(running, timezone.now())
     recalled = _recalled({c.msgkey for c in campaigns if c.msgkey})
     workers = queue_workers() if running else None
     queued = _queued() if running else {}
@@ -73,7 +73,7 @@ def campaigns_live(campaigns: Sequence[Campaign]) -> list[dict[str, Any]]:
 
 def _body(
     campaign: Campaign,
-    rate: dict[str, float] | None,
+    rate: Rate | None,
     recalled: bool,
     workers: dict[str, int] | None,
     queued: dict[str, int],
@@ -94,8 +94,10 @@ def _body(
         "failed": campaign.failed,
         "processed": campaign.processed,
         "percent": percent(campaign),
-        "rate": rate,
-        "eta_s": _eta(campaign, rate),
+        "rate": None
+        if rate is None
+        else {"per_s": round(rate.per_s, 2), "over_s": round(rate.over_s, 1)},
+        "eta_s": None if rate is None else eta_running(campaign, rate.per_s),
         "recall": _recall(campaign) if recalled else None,
         "queue": queue,
         "queued": queued.get(queue) if is_running else None,
@@ -109,51 +111,6 @@ def _no_worker(is_running: bool, workers: dict[str, int] | None, queue: str) -> 
     if workers is None:
         return None
     return workers.get(queue, 0) == 0
-
-
-def _eta(campaign: Campaign, rate: dict[str, float] | None) -> float | None:
-    return eta_running(campaign, rate["per_s"]) if rate else None
-
-
-def _rates(campaigns: Iterable[Campaign]) -> dict[int, dict[str, float] | None]:
-    """Add a sample for each running campaign and read its oldest; drop the others' samples."""
-    now_ms = int(time.time() * 1000)
-    since = now_ms - int(LIVE_WINDOW_S * 1000)
-    listed = list(campaigns)
-    try:
-        pipe = get_redis().pipeline(transaction=False)
-        for c in listed:
-            key = keys.live_samples(c.pk)
-            if c.status != CampaignStatus.RUNNING:
-                pipe.delete(key)
-                continue
-            pipe.zadd(key, {f"{now_ms}:{c.processed}": now_ms})
-            pipe.zremrangebyscore(key, "-inf", f"({since}")
-            pipe.zrange(key, 0, 0)
-            pipe.expire(key, int(LIVE_WINDOW_S * 3))
-        replies = iter(pipe.execute())
-    except RedisError:
-        return {}
-    rates: dict[int, dict[str, float] | None] = {}
-    for c in listed:
-        if c.status != CampaignStatus.RUNNING:
-            next(replies)
-            continue
-        next(replies), next(replies)
-        oldest, _ = next(replies), next(replies)
-        rates[c.pk] = _rate(oldest[0] if oldest else None, now_ms, c.processed)
-    return rates
-
-
-def _rate(oldest: bytes | str | None, now_ms: int, processed: int) -> dict[str, float] | None:
-    if oldest is None:
-        return None
-    text = oldest.decode() if isinstance(oldest, bytes) else oldest
-    at_ms, _, then = text.partition(":")
-    over_s = (now_ms - int(at_ms)) / 1000
-    if over_s < RATE_MIN_S:
-        return None
-    return {"per_s": round((processed - int(then)) / over_s, 1), "over_s": round(over_s, 1)}
 
 
 def _recalled(msgkeys: set[int]) -> set[int]:

@@ -146,6 +146,9 @@ class Campaign(models.Model):
     # time spent paused, kept out of rate_per_s and eta_s: closed pauses, and the open one
     paused_s = models.FloatField(default=0.0)
     paused_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(
+        null=True, blank=True, help_text="the last resume: the rate's window starts after it"
+    )
 
     class Meta:
         constraints = [
@@ -206,7 +209,11 @@ class CampaignBatch(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["campaign", "index"], name="uniq_batch_index")
         ]
-        indexes = [models.Index(fields=["campaign", "state"], name="batch_campaign_state")]
+        indexes = [
+            models.Index(fields=["campaign", "state"], name="batch_campaign_state"),
+            # the rate's window: the batches a campaign finished in its last seconds
+            models.Index(fields=["campaign", "finished_at"], name="batch_campaign_finished"),
+        ]
 
     def __str__(self) -> str:
         return f"batch {self.index} of campaign {self.campaign_id}"

@@ -437,6 +437,8 @@ def campaign_wait_for_stores(*, campaign_id: int) -> bool:
 
 def campaign_resume(*, campaign_id: int) -> Campaign:
     def resume(campaign: Campaign) -> None:
+        if campaign.status == CampaignStatus.PAUSED:  # resuming a running one changes nothing
+            campaign.resumed_at = timezone.now()
         campaign.status, campaign.pause_reason = CampaignStatus.RUNNING, ""
         if campaign.paused_at is not None:
             campaign.paused_s += (timezone.now() - campaign.paused_at).total_seconds()

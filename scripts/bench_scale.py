@@ -31,9 +31,11 @@ For each size and backend, in this order (both backends at one size before the n
   (Thrift ``getTableRegions``) and its store files' size on disk (the local HBase's file://
   rootdir; what the memstore holds unflushed is not counted);
 - the ETA's error at 10/50/90% done: the console's (bulk/live.py ``campaigns_live``, polled each
-  second as the admin console does: the rate over the last 10 s) and the API's
-  (bulk/selectors.py ``campaign_progress``: the average rate since the start), each as
-  (ETA - actual time left) / actual time left, the actual finish being ``finished_at``.
+  second as the admin console does) and the API's (bulk/selectors.py ``campaign_progress``), each
+  as (ETA - actual time left) / actual time left, the actual finish being ``finished_at``. Both
+  read one rate (``bulk.selectors.campaign_rates``: the ledger's last 30 s), so the two columns
+  differ only by the moment each was read; ``scripts/eta_replay.py`` replays the recorded
+  per-second progress through other rates.
 
 Between runs everything a run wrote is deleted (campaign and ledger, its message, inbox rows,
 conversation rows; the Redis database is flushed: unread counters, quota counts, events), so every
@@ -333,9 +335,9 @@ def memory_figures(samples: list[dict[str, Any]], total: int) -> dict[str, Any]:
 
 # -- the product's ETA, as the console and the API show it ------------------------------------
 class EtaWatcher(threading.Thread):
-    """Polls the campaign each second as the admin console does (``campaigns_live``: it also
-    keeps the console's rate samples) and records, at the first poll past 10/50/90% done, the
-    console's and the API's ETA with the moment the row was read."""
+    """Polls the campaign each second as the admin console does (``campaigns_live``) and
+    records, at the first poll past 10/50/90% done, the console's and the API's ETA with the
+    moment the row was read."""
 
     def __init__(self, campaign_id: int):
         super().__init__(daemon=True)

@@ -7,10 +7,11 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from bulk import fanout
-from bulk.models import Campaign, CampaignBatch
+from bulk.models import Campaign, CampaignBatch, ChannelSetting
 from tests.api.factories import ClientApi
 from tests.bulk.helpers import Uids, campaigns_api, create, drive, progress, received, shop
 
@@ -71,6 +72,59 @@ def test_rate_and_eta_leave_out_the_time_a_campaign_spent_paused(uids: Uids) -> 
     resumed = progress(api, campaign_id)
     assert 45 <= resumed["rate_per_s"] <= 55  # not 1,000 / 100 s
     assert 36 <= resumed["eta_s"] <= 44  # 2,000 more at ~50/s
+
+
+def ledger(campaign_id: str, finished_s_ago: list[float], each: int, total: int) -> None:
+    """The campaign's batches as the workers leave them: one done batch of ``each`` recipients per
+    entry of ``finished_s_ago`` (the others pending); its totals match the ledger's."""
+    now = timezone.now()
+    batches = list(CampaignBatch.objects.filter(campaign_id=campaign_id).order_by("index"))
+    for batch, ago in zip(batches, finished_s_ago, strict=False):
+        CampaignBatch.objects.filter(pk=batch.pk).update(
+            state="done", size=each, delivered=each, finished_at=now - timedelta(seconds=ago)
+        )
+    delivered = each * len(finished_s_ago)
+    Campaign.objects.filter(pk=campaign_id).update(
+        started_at=now - timedelta(seconds=100), total=total, delivered=delivered
+    )
+
+
+def test_rate_and_eta_are_those_of_the_last_30_seconds_in_the_api_and_the_console(
+    uids: Uids, admin_client: Client
+) -> None:
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=1)
+    api, _, _, campaign_id = planned(8, uids)
+    # a slow start (4 batches of 1,000 90-60 s ago), then 3 batches of 1,000 in the last 30 s:
+    # 100/s in the last 30 s, 70/s since the start 100 s ago; 3,000 recipients left
+    ledger(campaign_id, [90, 80, 70, 60, 20, 10, 5], each=1000, total=10_000)
+
+    shown = progress(api, campaign_id)
+    console = admin_client.get("/admin/bulk/campaign/progress.json", {"ids": campaign_id}).json()[
+        "campaigns"
+    ][0]
+
+    assert 95 <= shown["rate_per_s"] <= 105  # not 70
+    assert 28 <= shown["eta_s"] <= 32  # not 43
+    assert console["rate"]["per_s"] == pytest.approx(shown["rate_per_s"], rel=0.02)
+    assert 29 <= console["rate"]["over_s"] <= 31
+    assert console["eta_s"] == pytest.approx(shown["eta_s"], rel=0.02)
+
+
+def test_after_a_resume_the_rate_counts_only_batches_finished_since(uids: Uids) -> None:
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=1)
+    api, _, _, campaign_id = planned(8, uids)
+    ledger(campaign_id, [28, 26, 24, 6, 4, 2], each=1000, total=10_000)
+    assert api.call("POST", f"/campaigns/{campaign_id}/pause")[0] == 200
+    assert api.call("POST", f"/campaigns/{campaign_id}/resume")[0] == 200
+    # the resume was 10 s ago; the three batches before it ran before the pause
+    Campaign.objects.filter(pk=campaign_id).update(
+        resumed_at=timezone.now() - timedelta(seconds=10)
+    )
+
+    shown = progress(api, campaign_id)
+
+    assert 280 <= shown["rate_per_s"] <= 320  # 3,000 in the 10 s since the resume
+    assert 12 <= shown["eta_s"] <= 15  # 4,000 left
 
 
 def test_a_cancelled_campaign_sends_no_more_batches(uids: Uids) -> None:
