@@ -16,7 +16,8 @@ so they are the ledger's exact totals at that moment):
 - ``rate``: ``{"per_s", "over_s"}``, the rate the API shows too (``bulk.selectors.campaign_rates``:
   the batches the ledger finished in the last 30 s, or the average over the running time while
   too few did); None while the campaign does not run or nothing moved yet;
-- ``eta_s``: (expected_total - processed) / rate while running, planned or estimated; None
+- ``eta_s``: (expected_total - processed) / ``Rate.for_eta`` (the mean of that rate and the run's
+  average) while running, planned or estimated; None
   otherwise (finished, paused, cancelled, no rate yet, no estimate), never 0;
 - ``recall``: None, or ``{"batches_done", "batches", "percent"}`` once the campaign's message was
   recalled (bulk/recall.py records each recalled batch);
@@ -97,7 +98,7 @@ def _body(
         "rate": None
         if rate is None
         else {"per_s": round(rate.per_s, 2), "over_s": round(rate.over_s, 1)},
-        "eta_s": None if rate is None else eta_running(campaign, rate.per_s),
+        "eta_s": None if rate is None else eta_running(campaign, rate.for_eta),
         "recall": _recall(campaign) if recalled else None,
         "queue": queue,
         "queued": queued.get(queue) if is_running else None,

@@ -2,8 +2,9 @@
 operator asks) and bulk.fanout (what the workers do).
 
 - ``campaign_progress(campaign)``: the campaign body of the API (API.md ``GET /campaigns/{id}``);
-  ``rate_per_s`` and ``eta_s`` = remaining / rate come from ``campaign_rates`` (below); ``eta_s``
-  is None while it cannot be known (not planned, not running, no rate yet).
+  ``rate_per_s`` (the recent rate) and ``eta_s`` (remaining / ``Rate.for_eta``) come from
+  ``campaign_rates`` (below); ``eta_s`` is None while it cannot be known (not planned, not
+  running, no rate yet).
 - ``campaign_rates(campaigns, now)``: the one rate the API, the admin console and the CLI show.
   While a campaign runs: the recipients of the batches the ledger finished in the last
   RATE_WINDOW_S seconds (since the start or the last resume if that is later), over that window.
@@ -33,11 +34,12 @@ from api.models import ApiClient, ApiClientSender
 from bulk.models import Audience, Campaign, CampaignBatch, CampaignStatus
 
 RATE_WINDOW_S = 30.0
-"""Replayed on the per-second progress bench_scale.py recorded for 10M-recipient campaigns on both
-inbox backends (``scripts/eta_replay.py``, BENCHMARKS.md), a 30-s window kept the ETA's error at
-10/50/90% done within 11%, where the average since the launch was off by up to 27% (HBase: +27% at
-10%, -24% at 90%) and the console's former 10-s window by up to 14%. Over every sample from 10 to
-95% done no window does much better than a median of 11%: the rate itself moves by a fifth."""
+"""The ETA divides what is left by the mean of the last 30 s's rate and the whole run's average.
+Replayed on the per-second progress of four 10M-recipient campaigns (two recordings, both inbox
+backends: ``scripts/eta_replay.py``, BENCHMARKS.md), that mean was off by at most 22% at 10, 50
+or 90% done (median over every sample 8.4%), the run's average alone by 27% (8.7%), the last
+30 s alone by 36% (11.2%), the last 10 s (the console's former rate) by 29% (13.4%). None stays
+within 10%: an HBase run's rate itself moves by a fifth from one minute to the next."""
 RATE_MIN_BATCHES = 3
 RATE_MIN_S = 1.0
 
@@ -45,7 +47,6 @@ RATE_MIN_S = 1.0
 # -- progress --------------------------------------------------------------------------------
 def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[str, Any]:
     found = campaign_rates([campaign], now or timezone.now())[campaign.pk]
-    rate = found.per_s if found else 0.0
     return {
         "id": campaign.pk,
         "name": campaign.name,
@@ -58,8 +59,8 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
         "delivered": campaign.delivered,
         "skipped": skipped_by_reason(campaign),
         "failed": campaign.failed,
-        "rate_per_s": round(rate, 2),
-        "eta_s": _eta(campaign, rate),
+        "rate_per_s": round(found.per_s, 2) if found else 0.0,
+        "eta_s": _eta(campaign, found.for_eta if found else 0.0),
         "scheduled_at": campaign.scheduled_at,
         "created_at": campaign.created_at,
         "started_at": campaign.started_at,
@@ -70,8 +71,12 @@ def campaign_progress(campaign: Campaign, now: datetime | None = None) -> dict[s
 
 @dataclass(frozen=True)
 class Rate:
+    """``per_s`` over the last ``over_s`` seconds; ``for_eta``: the rate the ETA divides by, the
+    mean of ``per_s`` and the average over the whole running time (RATE_WINDOW_S says why)."""
+
     per_s: float
     over_s: float
+    for_eta: float
 
 
 def campaign_rates(campaigns: Sequence[Campaign], now: datetime) -> dict[int, Rate | None]:
@@ -104,14 +109,16 @@ def _recent_batches(running: Sequence[Campaign], now: datetime) -> dict[int, lis
 
 
 def _rate(campaign: Campaign, recent: list[int], now: datetime) -> Rate | None:
-    if len(recent) >= RATE_MIN_BATCHES:
-        over = (now - _window_start(campaign, now)).total_seconds()
-        return Rate(sum(recent) / over, over)
-    over = campaign.running_s(now)
+    running = campaign.running_s(now)
     settled = campaign.status != CampaignStatus.RUNNING  # a finished run's rate may be short
-    if over <= 0 or not campaign.processed or (over < RATE_MIN_S and not settled):
+    if running <= 0 or not campaign.processed or (running < RATE_MIN_S and not settled):
         return None
-    return Rate(campaign.processed / over, over)
+    average = campaign.processed / running
+    if len(recent) < RATE_MIN_BATCHES:
+        return Rate(average, running, average)
+    over = (now - _window_start(campaign, now)).total_seconds()
+    per_s = sum(recent) / over
+    return Rate(per_s, over, (per_s + average) / 2)
 
 
 def skipped_by_reason(campaign: Campaign) -> dict[str, int]:
