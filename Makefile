@@ -18,7 +18,7 @@ TEST_ENV := DATABASE_URL=mysql://missive:missive@127.0.0.1:3306/missive \
 # service suites below, which run on both.
 CLUSTER_ENV := REDIS_CLUSTER=1 REDIS_URL=redis://127.0.0.1:7000/0
 CLUSTER_TESTS := tests/storage/test_counters.py \
-	tests/messaging/test_counters_epoch.py tests/messaging/test_counters_rebuild.py \
+	tests/messaging/test_counters_epoch.py \
 	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
 	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
 	tests/groups/test_services.py tests/groups/test_unread.py \

@@ -333,7 +333,7 @@ CELERY_BEAT_SCHEDULE = {
     # pauses.
     "bulk-sweep": {"task": "bulk.sweep", "schedule": 1.0, "options": {"expires": 5.0}},
     # A Redis that restarted may have lost the last second of counters: repair them on read.
-    "messaging-counters-check": {"task": "messaging.counters_check", "schedule": 5.0},
+    "unread-counters-check": {"task": "unread.counters_check", "schedule": 5.0},
     # 1:1 sends whose delivery an outage interrupted are finished without the client's retry.
     "messaging-sends-complete": {"task": "messaging.sends_complete", "schedule": 30.0},
     # Group sends likewise (HBase timeline entry and Redis head written after the commit).

@@ -1,12 +1,12 @@
 """Reads: 1:1 conversation lists (``conversation_list``: the cache ``storage.convcache`` over
 MySQL's pager ``convlist``; ``groups.selectors`` merges the user's groups into it) and message
 history, assembled from MySQL, the inbox and Redis, and what other apps ask of messaging (who
-blocks whom, which category a sender files under, who follows a sender).
+blocks whom, which category a sender files under, who follows a sender; for unread's counter
+rebuild, which conversations may hold unread messages and who owns any).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,13 +14,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, connections
+from django.db.models import F
 
 from infra.dbrouter import PRIMARY, read_replica, replica
 from infra.sqlvalues import int_list
 from messaging import convlist
 from messaging.convlist import messages_by_key
-from messaging.counters import rebuild
-from messaging.models import Account, Block, Category, Follow, Message, MessageStatus
+from messaging.models import (
+    Account,
+    Block,
+    Category,
+    Conversation,
+    Follow,
+    Message,
+    MessageStatus,
+)
 from storage import msgkey as keys
 from storage.convcache import prewarm, reader
 from storage.convcache.model import ConversationPage
@@ -47,8 +55,7 @@ def conversation_list(
     owner_uid: int, *, category: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ConversationPage:
     """A page of the owner's 1:1 conversations, newest first (``storage.convcache.model``)."""
-    # its unread counts, after a Redis restart
-    epoch.ensure_fresh(owner_uid, rebuild.unread_rebuild_user)
+    epoch.ensure_fresh(owner_uid)  # its unread counts, after a Redis restart (unread's rebuild)
     if settings.CONVCACHE_ENABLED:  # Redis → HBase → MySQL
         return reader.conversation_page(owner_uid, category=category, cursor=cursor, limit=limit)
     return convlist.mysql_page(owner_uid, category=category, cursor=cursor, limit=limit)
@@ -179,14 +186,31 @@ def big_up_cached(owner_uid: int) -> bool | None:
     return prewarm.big_up_cached(owner_uid)
 
 
-def unread_counter_owners() -> Iterator[int]:
-    """Every user whose unread counters a full rebuild must visit: each owner of a conversation,
-    then each owner of a counter hash who holds no conversation any more (its counts go to 0)."""
-    return itertools.chain(rebuild.iter_owners(), rebuild.iter_orphan_counters())
+# -- what unread asks of messaging: the truth its counters are rebuilt from (unread/rebuild.py) --
+def conversations_with_unread(owner_uid: int) -> Iterator[tuple[int, str, int]]:
+    """``(peer, category, read_upto)`` of each of the owner's conversations whose last message is
+    past its read position (the others have nothing unread): one read, streamed 2,000 rows at a
+    time."""
+    return (
+        Conversation.objects.filter(owner_uid=owner_uid, last_msgkey__gt=F("read_upto"))
+        .values_list("peer_uid", "category", "read_upto")
+        .iterator(chunk_size=2000)
+    )
 
 
-def unread_counters_fresh(owner_uid: int) -> bool:
-    """Make sure the user's unread counters are current before a read shows them: rebuilt from
-    the truth if they predate the counters' epoch (a Redis that restarted; lazy repair on read,
-    as the conversation list does). True when they were rebuilt."""
-    return epoch.ensure_fresh(owner_uid, rebuild.unread_rebuild_user)
+def conversation_owners(*, after: int | None, limit: int) -> list[int]:
+    """The next ``limit`` distinct owners of a conversation with uid > ``after`` (None: from the
+    first), ascending: one step of a keyset walk over every owner."""
+    qs = Conversation.objects.order_by("owner_uid").values_list("owner_uid", flat=True)
+    if after is not None:
+        qs = qs.filter(owner_uid__gt=after)
+    return list(qs.distinct()[:limit])
+
+
+def conversation_holders(owner_uids: Sequence[int]) -> set[int]:
+    """Which of ``owner_uids`` hold at least one conversation: one read."""
+    return set(
+        Conversation.objects.filter(owner_uid__in=owner_uids)
+        .values_list("owner_uid", flat=True)
+        .distinct()
+    )

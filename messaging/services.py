@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -33,8 +33,6 @@ from messaging.conversations import (
     conversations_touch_owners,
     read_positions,
 )
-from messaging.counters import rebuild
-from messaging.counters.rebuild import RebuildStats
 from messaging.models import (
     Account,
     Block,
@@ -484,10 +482,3 @@ def conversations_unheld(versions: Mapping[tuple[int, int], int]) -> list[tuple[
 # waits and applies the same change again (storage/convcache/writer.py, ``strict``).
 caches_strict = convcache.strict
 CachePushFailed = convcache.PushFailed
-
-
-def unread_counters_rebuild(
-    owner_uids: Iterable[int], stats: RebuildStats | None = None
-) -> RebuildStats:
-    """Recompute these users' unread counters from the inbox and their read positions."""
-    return rebuild.unread_rebuild_many(owner_uids, stats)

@@ -14,7 +14,6 @@ from celery import shared_task
 
 from messaging import services
 from storage.convcache import build, prewarm
-from storage.counters import epoch
 
 
 @shared_task(name="messaging.send", acks_late=True)
@@ -33,12 +32,6 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
 def sends_complete() -> int:
     """Every 30 s: finish 1:1 sends an outage interrupted after their content was stored."""
     return services.sends_complete_stalled()
-
-
-@shared_task(name="messaging.counters_check", acks_late=True)
-def counters_check() -> bool:
-    """Every 5 s: a Redis that restarted moves the counters' epoch on (lazy repair on read)."""
-    return epoch.check_restart()
 
 
 @shared_task(name="messaging.convcache_prewarm", acks_late=True)

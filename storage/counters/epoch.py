@@ -5,7 +5,7 @@ comes back with all but its last second of writes, and one that lost its files c
 Either way some users' counters may be behind the truth (inbox entries after each conversation's
 read position), and nothing else would ever correct them.
 
-- **Detection** (``check_restart``, the beat task ``messaging.counters_check`` every 5 s): Redis's
+- **Detection** (``check_restart``, the beat task ``unread.counters_check`` every 5 s): Redis's
   ``run_id`` changes at every start (on a Redis Cluster: the primaries' run_ids, so a failover
   counts too: the promoted replica may miss its master's last writes). When it differs from the
   one recorded in ``counters:run_id`` (or that key is gone with the rest of the data) the
@@ -13,10 +13,12 @@ read position), and nothing else would ever correct them.
 - **Repair, lazily** (``ensure_fresh``): a read of a user's counters (the unread summary, the
   conversation list; the unread fast path hands such a request to Django) first compares the
   user's ``unread:v:{u:<uid>}`` with the epoch; if they differ the user's counters are rebuilt
-  from the truth and marked verified. The truth is messaging's (each conversation's read
-  position), so its caller hands the rebuild in (``messaging.counters.rebuild.unread_rebuild_user``,
-  one Lua replace) and this floor imports no app. Each user costs one rebuild per epoch;
-  ``missive_unread_repairs_total`` counts them.
+  from the truth and marked verified. The rebuild is the counters' owner's, ``unread``'s
+  (``unread/rebuild.py``: each conversation's read position plus the inbox, one Lua replace),
+  so this floor imports no app: ``UnreadConfig.ready`` binds it with ``bind_rebuild``, and a
+  read before that (``unread`` missing from INSTALLED_APPS) raises instead of showing counters
+  nothing can repair. Each user costs one rebuild per epoch; ``missive_unread_repairs_total``
+  counts them.
 - No epoch at all (a new Redis that no check has seen yet) means nothing to repair.
 
 A read that races a delivery to the same user while it is being repaired may be off by that one
@@ -37,6 +39,8 @@ from storage.counters import keys
 
 log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
+Rebuild = Callable[[int], object]  # recompute one user's counters from the truth
+_bound: list[Rebuild] = []
 
 
 def check_restart() -> bool:
@@ -56,8 +60,24 @@ def check_restart() -> bool:
     return True
 
 
-def ensure_fresh(uid: int, rebuild: Callable[[int], object]) -> bool:
-    """``rebuild(uid)`` if ``uid``'s counters predate the epoch; True when they were rebuilt."""
+def bind_rebuild(rebuild: Rebuild) -> None:
+    """Called from ``UnreadConfig.ready``: how ``ensure_fresh`` repairs a user."""
+    _bound[:] = [rebuild]
+
+
+def _rebuild() -> Rebuild:
+    if not _bound:
+        raise RuntimeError(
+            "The unread counters were read before unread bound their rebuild "
+            "(storage.counters.epoch.bind_rebuild, in UnreadConfig.ready: is 'unread' in "
+            "INSTALLED_APPS?)"
+        )
+    return _bound[0]
+
+
+def ensure_fresh(uid: int) -> bool:
+    """Rebuild ``uid``'s counters if they predate the epoch; True when they were rebuilt."""
+    rebuild = _rebuild()  # checked on every read, not only on the rare one after a restart
     client = get_redis()
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.EPOCH)

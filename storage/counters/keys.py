@@ -3,7 +3,7 @@
 unread:{u:<uid>}   hash: ``t`` total, ``c:<category>`` per-category total, ``p:<peer>`` per
                    conversation, ``k:<peer>`` the category that conversation's count is filed
                    under (so a conversation whose category changes moves its whole count).
-                   Changed only by the Lua scripts in messaging/counters/lua, so ``t`` always
+                   Changed only by the Lua scripts in storage/counters/lua, so ``t`` always
                    equals the sum of the ``p:`` fields and of the ``c:`` fields, and no field is
                    negative; zero fields are deleted, so the hash holds only conversations with
                    something unread.

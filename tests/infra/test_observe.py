@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bulk import services
 from infra import metrics
 from infra.redis import get_redis
-from messaging import tasks
 from tests.api.factories import inbox_api
 from tests.bulk.helpers import drive, shop
+from unread import tasks
 
 pytestmark = pytest.mark.django_db
 HTTP = "missive_http_request_duration_seconds"
@@ -61,9 +61,9 @@ def test_task_runs_are_timed_and_failures_counted_per_task() -> None:
     tasks.counters_check.apply()
     tasks.counters_check.apply(args=("unexpected",))  # raises TypeError: a failure
     samples = scrape()
-    done = {"task": "messaging.counters_check", "state": "SUCCESS"}
+    done = {"task": "unread.counters_check", "state": "SUCCESS"}
     assert sample(samples, TASK + "_count", **done) == 1
-    failed = {"task": "messaging.counters_check", "state": "FAILURE"}
+    failed = {"task": "unread.counters_check", "state": "FAILURE"}
     assert sample(samples, TASK + "_count", **failed) == 1
     assert sample(samples, "missive_celery_task_failures_total", task=failed["task"]) == 1
 

@@ -15,10 +15,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from messaging.counters.rebuild import unread_rebuild_many
 from messaging.models import Account, Follow, Message, MessageStatus
 from storage.inbox import _cached
 from tests.api.factories import Api, inbox_api, make_api, send_api
+from unread.rebuild import unread_rebuild_many
 
 pytestmark = pytest.mark.django_db
 

@@ -19,13 +19,13 @@ from django.utils import timezone
 
 from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from messaging import selectors, services
-from messaging.counters.rebuild import unread_rebuild_many
 from messaging.models import Account, ClientMessage, Conversation, Follow, Message
 from storage import events
 from storage import msgkey as keys
 from storage.inbox import _cached, get_inbox
 from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 from tests.storage.test_counters import assert_consistent
+from unread.rebuild import unread_rebuild_many
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db

@@ -22,8 +22,9 @@ from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColum
 from groups.selectors import all_member_uids
 from groups.services import member_positions_repair
 from infra.cli import CommaList
-from messaging.selectors import unread_counter_owners
-from messaging.services import RebuildStats, unread_counters_rebuild
+from unread.rebuild import RebuildStats
+from unread.selectors import unread_counter_owners
+from unread.services import unread_counters_rebuild
 
 
 class Command(BaseCommand):

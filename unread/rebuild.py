@@ -1,9 +1,12 @@
 """Rebuild unread counters from the truth: conversations (read position) plus the inbox.
 
-A conversation's unread count is ``inbox.count_after(owner, peer, read_upto)``; only conversations
-whose ``last_msgkey`` is past ``read_upto`` can have any, so the others cost no inbox read. Each
-user's recomputed counts replace the Redis hash in one Lua call (``unread_replace``), which also
-reports the drift it corrected.
+The counters' store is the storage floor's (``storage/counters``); what they must say is
+messaging's, read through ``messaging.selectors``. A conversation's unread count is
+``inbox.count_after(owner, peer, read_upto)``; only conversations whose ``last_msgkey`` is past
+``read_upto`` can have any, so the others cost no inbox read. Each user's recomputed counts
+replace the Redis hash in one Lua call (``unread_replace``), which also reports the drift it
+corrected. ``UnreadConfig.ready`` hands ``unread_rebuild_user`` to ``storage.counters.epoch``,
+which repairs each user with it on their first read after a Redis restart.
 
 Owners are walked with a keyset cursor on ``owner_uid`` (bounded memory for any number of users).
 Counters that changed while a user was being recomputed are overwritten with the recomputed value:
@@ -15,10 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from django.db.models import F
-
 from infra.redis import get_redis
-from messaging.models import Conversation
+from messaging import selectors as messaging
 from storage.counters import keys
 from storage.counters.store import Replaced, unread_replace
 from storage.inbox import get_inbox
@@ -44,13 +45,9 @@ class RebuildStats:
 def recount(owner_uid: int) -> list[tuple[int, str, int]]:
     """``(peer, category, unread)`` of every conversation of ``owner_uid`` with unread messages."""
     inbox = get_inbox()
-    candidates = (
-        Conversation.objects.filter(owner_uid=owner_uid, last_msgkey__gt=F("read_upto"))
-        .values_list("peer_uid", "category", "read_upto")
-        .iterator(chunk_size=2000)
-    )
     counts = (
-        (peer, cat, inbox.count_after(owner_uid, peer, upto)) for peer, cat, upto in candidates
+        (peer, cat, inbox.count_after(owner_uid, peer, upto))
+        for peer, cat, upto in messaging.conversations_with_unread(owner_uid)
     )
     return [c for c in counts if c[2] > 0]
 
@@ -72,10 +69,7 @@ def iter_owners(chunk: int = OWNER_CHUNK) -> Iterator[int]:
     """Every owner with a conversation, ascending, ``chunk`` distinct owners per query."""
     after: int | None = None
     while True:
-        qs = Conversation.objects.order_by("owner_uid").values_list("owner_uid", flat=True)
-        if after is not None:
-            qs = qs.filter(owner_uid__gt=after)
-        owners = list(qs.distinct()[:chunk])
+        owners = messaging.conversation_owners(after=after, limit=chunk)
         yield from owners
         if len(owners) < chunk:
             return
@@ -97,9 +91,5 @@ def iter_orphan_counters(chunk: int = OWNER_CHUNK) -> Iterator[int]:
 
 
 def _without_conversations(owner_uids: list[int]) -> list[int]:
-    held = set(
-        Conversation.objects.filter(owner_uid__in=owner_uids)
-        .values_list("owner_uid", flat=True)
-        .distinct()
-    )
+    held = messaging.conversation_holders(owner_uids)
     return [uid for uid in owner_uids if uid not in held]

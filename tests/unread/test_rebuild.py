@@ -11,9 +11,10 @@ from django.core.management.base import CommandError
 
 from infra.redis import get_redis
 from messaging import services
-from messaging.counters import rebuild
+from storage.counters import epoch
 from storage.counters.store import unread_incr, unread_set
 from tests.storage.test_counters import assert_consistent
+from unread import rebuild
 from unread.selectors import unread_summary
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +125,11 @@ def test_rebuild_needs_users_or_all() -> None:
         call_command("unread_rebuild")
     with pytest.raises(CommandError, match="--uid"):
         call_command("unread_rebuild", "--all", "--uid", "1")
+
+
+def test_the_counters_epoch_repairs_with_this_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    """UnreadConfig.ready binds the rebuild on the floor below; unbound, a read fails loudly."""
+    assert epoch._bound == [rebuild.unread_rebuild_user]
+    monkeypatch.setattr(epoch, "_bound", [])
+    with pytest.raises(RuntimeError, match="bind_rebuild"):
+        epoch.ensure_fresh(1)

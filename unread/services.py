@@ -1,0 +1,15 @@
+"""Writes of the unread app: the counters recomputed from the truth (``unread/rebuild.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from unread import rebuild
+from unread.rebuild import RebuildStats
+
+
+def unread_counters_rebuild(
+    owner_uids: Iterable[int], stats: RebuildStats | None = None
+) -> RebuildStats:
+    """Recompute these users' unread counters from the inbox and their read positions."""
+    return rebuild.unread_rebuild_many(owner_uids, stats)
