@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from api.auth import ApiPrincipal
@@ -47,6 +48,8 @@ from storage import msgkey as keys
 from storage.content import validate_content
 from storage.convcache import held, prewarm
 from storage.convcache import writer as convcache
+from storage.counters import keys as counter_keys
+from storage.counters import lua as counters
 from storage.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
 from storage.events import publish_into
 from storage.inbox import InboxEntry, get_inbox
@@ -403,21 +406,8 @@ def message_delete(*, owner_uid: int, peer_uid: int, msgkey: int) -> None:
     if entry.counts_as_unread and msgkey > conv.read_upto:
         unread_add(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, delta=-1)
     if msgkey == conv.last_msgkey:
-        _reset_last(conv)
+        conversations_settle([conv])
     pushes.deleted(owner_uid=owner_uid, peer_uid=peer_uid, msgkey=msgkey)
-
-
-def _reset_last(conv: Conversation) -> None:
-    newest = get_inbox().page(conv.owner_uid, conv.peer_uid, None, 1).entries
-    if not newest:
-        conversation_delete(owner_uid=conv.owner_uid, peer_uid=conv.peer_uid)
-        return
-    Conversation.objects.filter(pk=conv.pk).update(
-        last_msgkey=newest[0].msgkey,
-        sort_key=newest[0].msgkey,
-        mtime=max(conv.mtime + 1, keys.now_ms()),
-    )
-    convcache.refresh([(conv.owner_uid, conv.peer_uid)])
 
 
 def conversation_delete(*, owner_uid: int, peer_uid: int) -> None:
@@ -466,6 +456,86 @@ def conversations_forget(gone: Sequence[tuple[int, int, int]]) -> None:
     made in MySQL directly): each cached entry goes, as a tombstone of its version (owner, peer,
     version above the row's last ``mtime``)."""
     convcache.forget_many(gone)
+
+
+# -- conversations whose last message went (a one-sided delete, retention) ----------------
+MOVE_CHUNK = 1000  # conversations per UPDATE that points them at their newest remaining message
+
+
+def conversations_settle(convs: Sequence[Conversation]) -> Counter[str]:
+    """Conversations whose last message went: each shows its newest remaining message, or
+    goes when none is left: a one-sided delete of the last message, retention ageing messages
+    out. Guarded by the last msgkey read: a conversation a new message reached meanwhile is left
+    as it is."""
+    newest = _newest(convs)
+    staying = [c for c in convs if c.pk in newest]
+    moved = [
+        pair
+        for start in range(0, len(staying), MOVE_CHUNK)
+        for pair in _conversations_move(staying[start : start + MOVE_CHUNK], newest)
+    ]
+    conversations_refresh(moved)
+    gone = conversations_drop([c for c in convs if c.pk not in newest])
+    return Counter(conversations_moved=len(moved), conversations_removed=gone)
+
+
+def _conversations_move(
+    convs: Sequence[Conversation], newest: dict[int, int]
+) -> list[tuple[int, int]]:
+    """Point each conversation at its newest remaining message (a new version of each), in one
+    locked read and one UPDATE for all: those a new message reached meanwhile (last msgkey no
+    longer the one read) are left as they are. One UPDATE per conversation aged out 4,200
+    copies a second when 30% of the conversations moved (scripts/bench_retention.py)."""
+    now, read = keys.now_ms(), {c.pk: c for c in convs}
+    with transaction.atomic():
+        found = Conversation.objects.select_for_update().filter(pk__in=list(read))
+        still = [
+            pk
+            for pk, last in found.values_list("pk", "last_msgkey")
+            if read[pk].last_msgkey == last
+        ]
+        if still:
+            key = Case(*(When(pk=pk, then=Value(newest[pk])) for pk in still))
+            version = Case(*(When(pk=pk, then=Value(max(read[pk].mtime + 1, now))) for pk in still))
+            Conversation.objects.filter(pk__in=still).update(
+                last_msgkey=key, sort_key=key, mtime=version
+            )
+    return [(read[pk].owner_uid, read[pk].peer_uid) for pk in still]
+
+
+def _newest(convs: Sequence[Conversation]) -> dict[int, int]:
+    """conversation pk -> the newest msgkey its owner still holds from its peer, read for all
+    the owners of one peer at once (a campaign batch's: one peer)."""
+    by_peer: dict[int, list[Conversation]] = {}
+    for conv in convs:
+        by_peer.setdefault(conv.peer_uid, []).append(conv)
+    newest: dict[int, int] = {}
+    for peer, group in by_peer.items():
+        keys = get_inbox().newest_many([c.owner_uid for c in group], peer)
+        newest.update((c.pk, keys[c.owner_uid]) for c in group if c.owner_uid in keys)
+    return newest
+
+
+def conversations_drop(convs: Sequence[Conversation]) -> int:
+    """Conversations with nothing left: the rows, their unread counts and their cached entries go
+    (``conversation_delete``'s steps for many at once: one locked read and one DELETE, one Redis
+    round trip, one cache probe). A row whose last msgkey moved since it was
+    read (a new message reached it) is left as it is."""
+    if not convs:
+        return 0
+    with transaction.atomic():
+        rows = Conversation.objects.select_for_update().filter(pk__in=[c.pk for c in convs])
+        now = dict(rows.values_list("pk", "last_msgkey"))
+        gone = [c for c in convs if now.get(c.pk) == c.last_msgkey]
+        Conversation.objects.filter(pk__in=[c.pk for c in gone]).delete()
+    pipe = get_redis().pipeline(transaction=False)
+    for conv in gone:
+        args = [conv.peer_uid, conv.category, "set", 0]
+        counters.call("adjust", [counter_keys.unread(conv.owner_uid)], args, client=pipe)
+    pipe.execute()
+    stamp = keys.now_ms()
+    conversations_forget([(c.owner_uid, c.peer_uid, max(c.mtime + 1, stamp)) for c in gone])
+    return len(gone)
 
 
 # -- for the binlog follower (cachesync/) -----------------------------------------------------

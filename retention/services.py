@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
-from django.db.models import Case, QuerySet, Value, When
+from django.db import connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from api.errors import NotFound
@@ -47,12 +47,10 @@ from groups.services import group_history_expired, group_mark_read
 from infra.redis import get_redis
 from messaging.models import ClientMessage, Conversation, Message
 from messaging.selectors import broadcast_category
-from messaging.services import conversations_forget, conversations_refresh
+from messaging.services import conversations_drop, conversations_settle
 from retention import selectors
 from retention.selectors import RetentionError
 from storage import events, msgkey, partitions
-from storage.counters import keys as counter_keys
-from storage.counters import lua as counters
 from storage.counters.store import unread_incr_many, unread_set
 from storage.inbox import get_inbox
 from storage.timelines import get_timeline
@@ -61,7 +59,6 @@ KINDS = ("campaign_inbox", "history", "events", "ledger")
 LOCK_KEY = "retention:run"  # one run at a time across processes: the beat's, an operator's
 LOCK_S = 6 * 3600  # outlives any run; a run killed mid-way frees it at the latest then
 ROW_CHUNK = 5000  # content and ledger rows per DELETE
-MOVE_CHUNK = 1000  # conversations per UPDATE that points them at their newest remaining message
 STREAM_PAGE = 10_000
 
 Progress = Callable[[str, int, int], None]  # kind, done, total
@@ -191,81 +188,6 @@ def _batch_expire(campaign: Campaign, index: int, uids: list[int], dry_run: bool
     unread_incr_many(owner_uids=unread, peer_uid=sender, category=category, marker=marker, delta=-1)
     inbox.remove_many(c.key for c in copies)
     return counts + conversations_settle(ending)
-
-
-def conversations_settle(convs: Sequence[Conversation]) -> Counter[str]:
-    """Conversations whose last message aged out: each shows its newest remaining message, or
-    goes when none is left (``messaging.services._reset_last``, for many at once). Guarded by
-    the last msgkey read: a conversation a new message reached meanwhile is left as it is."""
-    newest = _newest(convs)
-    staying = [c for c in convs if c.pk in newest]
-    moved = [
-        pair
-        for start in range(0, len(staying), MOVE_CHUNK)
-        for pair in _conversations_move(staying[start : start + MOVE_CHUNK], newest)
-    ]
-    conversations_refresh(moved)
-    gone = conversations_drop([c for c in convs if c.pk not in newest])
-    return Counter(conversations_moved=len(moved), conversations_removed=gone)
-
-
-def _conversations_move(
-    convs: Sequence[Conversation], newest: dict[int, int]
-) -> list[tuple[int, int]]:
-    """Point each conversation at its newest remaining message (a new version of each), in one
-    locked read and one UPDATE for all: those a new message reached meanwhile (last msgkey no
-    longer the one read) are left as they are. One UPDATE per conversation aged out 4,200
-    copies a second when 30% of the conversations moved (scripts/bench_retention.py)."""
-    now, read = msgkey.now_ms(), {c.pk: c for c in convs}
-    with transaction.atomic():
-        found = Conversation.objects.select_for_update().filter(pk__in=list(read))
-        still = [
-            pk
-            for pk, last in found.values_list("pk", "last_msgkey")
-            if read[pk].last_msgkey == last
-        ]
-        if still:
-            key = Case(*(When(pk=pk, then=Value(newest[pk])) for pk in still))
-            version = Case(*(When(pk=pk, then=Value(max(read[pk].mtime + 1, now))) for pk in still))
-            Conversation.objects.filter(pk__in=still).update(
-                last_msgkey=key, sort_key=key, mtime=version
-            )
-    return [(read[pk].owner_uid, read[pk].peer_uid) for pk in still]
-
-
-def _newest(convs: Sequence[Conversation]) -> dict[int, int]:
-    """conversation pk -> the newest msgkey its owner still holds from its peer, read for all
-    the owners of one peer at once (a campaign batch's: one peer)."""
-    by_peer: dict[int, list[Conversation]] = {}
-    for conv in convs:
-        by_peer.setdefault(conv.peer_uid, []).append(conv)
-    newest: dict[int, int] = {}
-    for peer, group in by_peer.items():
-        keys = get_inbox().newest_many([c.owner_uid for c in group], peer)
-        newest.update((c.pk, keys[c.owner_uid]) for c in group if c.owner_uid in keys)
-    return newest
-
-
-def conversations_drop(convs: Sequence[Conversation]) -> int:
-    """Conversations with nothing left: the rows, their unread counts and their cached entries go
-    (``messaging.services.conversation_delete``'s steps for many at once: one locked read and one
-    DELETE, one Redis round trip, one cache probe). A row whose last msgkey moved since it was
-    read (a new message reached it) is left as it is."""
-    if not convs:
-        return 0
-    with transaction.atomic():
-        rows = Conversation.objects.select_for_update().filter(pk__in=[c.pk for c in convs])
-        now = dict(rows.values_list("pk", "last_msgkey"))
-        gone = [c for c in convs if now.get(c.pk) == c.last_msgkey]
-        Conversation.objects.filter(pk__in=[c.pk for c in gone]).delete()
-    pipe = get_redis().pipeline(transaction=False)
-    for conv in gone:
-        args = [conv.peer_uid, conv.category, "set", 0]
-        counters.call("adjust", [counter_keys.unread(conv.owner_uid)], args, client=pipe)
-    pipe.execute()
-    stamp = msgkey.now_ms()
-    conversations_forget([(c.owner_uid, c.peer_uid, max(c.mtime + 1, stamp)) for c in gone])
-    return len(gone)
 
 
 # -- history ---------------------------------------------------------------------------------------
