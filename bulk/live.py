@@ -95,15 +95,19 @@ def _body(
         "failed": campaign.failed,
         "processed": campaign.processed,
         "percent": percent(campaign),
-        "rate": None
-        if rate is None
-        else {"per_s": round(rate.per_s, 2), "over_s": round(rate.over_s, 1)},
+        "rate": _rate_body(rate),
         "eta_s": None if rate is None else eta_running(campaign, rate.for_eta),
         "recall": _recall(campaign) if recalled else None,
         "queue": queue,
         "queued": queued.get(queue) if is_running else None,
         "no_worker": _no_worker(is_running, workers, queue),
     }
+
+
+def _rate_body(rate: Rate | None) -> dict[str, float] | None:
+    return (
+        None if rate is None else {"per_s": round(rate.per_s, 2), "over_s": round(rate.over_s, 1)}
+    )
 
 
 def _no_worker(is_running: bool, workers: dict[str, int] | None, queue: str) -> bool | None:

@@ -82,8 +82,9 @@ class Rate:
 def campaign_rates(campaigns: Sequence[Campaign], now: datetime) -> dict[int, Rate | None]:
     """Each campaign's rate (module docstring); None while nothing is processed, or a running
     campaign ran for less than RATE_MIN_S. One ledger query for all the running ones."""
-    recent = _recent_batches([c for c in campaigns if c.status == CampaignStatus.RUNNING], now)
-    return {c.pk: _rate(c, recent.get(c.pk, []), now) for c in campaigns}
+    starts = {c.pk: _window_start(c, now) for c in campaigns if c.status == CampaignStatus.RUNNING}
+    recent = _recent_batches(starts)
+    return {c.pk: _rate(c, recent.get(c.pk, []), starts.get(c.pk), now) for c in campaigns}
 
 
 def _window_start(campaign: Campaign, now: datetime) -> datetime:
@@ -91,11 +92,10 @@ def _window_start(campaign: Campaign, now: datetime) -> datetime:
     return max(s for s in starts if s is not None)
 
 
-def _recent_batches(running: Sequence[Campaign], now: datetime) -> dict[int, list[int]]:
-    """The processed count of each batch finished inside each campaign's window."""
-    if not running:
+def _recent_batches(starts: dict[int, datetime]) -> dict[int, list[int]]:
+    """The processed count of each batch finished inside each campaign's window (its start)."""
+    if not starts:
         return {}
-    starts = {c.pk: _window_start(c, now) for c in running}
     rows = CampaignBatch.objects.filter(
         campaign_id__in=starts, finished_at__gt=min(starts.values())
     ).values_list(
@@ -108,15 +108,17 @@ def _recent_batches(running: Sequence[Campaign], now: datetime) -> dict[int, lis
     return found
 
 
-def _rate(campaign: Campaign, recent: list[int], now: datetime) -> Rate | None:
+def _rate(
+    campaign: Campaign, recent: list[int], start: datetime | None, now: datetime
+) -> Rate | None:
     running = campaign.running_s(now)
     settled = campaign.status != CampaignStatus.RUNNING  # a finished run's rate may be short
     if running <= 0 or not campaign.processed or (running < RATE_MIN_S and not settled):
         return None
     average = campaign.processed / running
-    if len(recent) < RATE_MIN_BATCHES:
+    if start is None or len(recent) < RATE_MIN_BATCHES:
         return Rate(average, running, average)
-    over = (now - _window_start(campaign, now)).total_seconds()
+    over = (now - start).total_seconds()
     per_s = sum(recent) / over
     return Rate(per_s, over, (per_s + average) / 2)
 
