@@ -81,6 +81,14 @@ def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
         embedded.ensure_started(settings.VAR_DIR)
 
 
+@signals.worker_init.connect
+def _warm(**kwargs: object) -> None:
+    """Per-process work done once in a worker's main process, before it forks its pool."""
+    from infra.redis import warm
+
+    warm()
+
+
 # Connected with the app, not in an AppConfig.ready: a worker sets its logging up as it starts,
 # and this must be in place whether or not Django's apps are ready by then.
 @signals.setup_logging.connect

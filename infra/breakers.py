@@ -84,6 +84,13 @@ DB_STORES = frozenset(DB_BREAKERS.values())
 
 
 class Breaker(pybreaker.CircuitBreaker):
+    """A pybreaker breaker that keeps its own state storage (``storage``: when it opened, read
+    through the storage's public ``opened_at``, ``allows``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.storage = pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
+        super().__init__(state_storage=self.storage, **kwargs)
+
     def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """pybreaker's ``call`` without holding the lock around ``func`` (module docstring)."""
         return self.state.call(func, *args, **kwargs)
@@ -149,12 +156,11 @@ def guarded_at(name: str, where: str, func: Callable[..., T], *args: Any, **kwar
 def allows(name: str, where: str = "") -> bool:
     """Whether the breaker would let a call through now (closed, half-open, or open with its
     reset time gone by: that call is the probe), without making one: for a caller that sends
-    first and learns the outcome later (a cluster pipeline's nodes, infra/redis.py). pybreaker
-    keeps the time it opened in its state storage and has no public reader for it."""
+    first and learns the outcome later (a cluster pipeline's nodes, infra/redis.py)."""
     found = breaker(name, where)
     if found.current_state != pybreaker.STATE_OPEN:
         return True
-    opened_at = found._state_storage.opened_at
+    opened_at = found.storage.opened_at
     return opened_at is None or datetime.now(UTC) >= opened_at + timedelta(
         seconds=found.reset_timeout
     )

@@ -1,7 +1,7 @@
 """Fan-out benchmark: one campaign to N recipients per inbox backend, against the raw store.
 
     python scripts/bench_fanout.py [--recipients 200000] [--backends sql,hbase] [--workers 4]
-                                   [--profile] [--kill-one] [--realistic]
+                                   [--profile] [--kill-one] [--realistic] [--live-ab]
 
 Two sets of conditions, printed at the top of every run:
 
@@ -34,6 +34,9 @@ recipient: on 2 shared cores that total, not any one stage's wall time, sets the
 whole process group) while it holds a batch; the script plays the beat (``bulk.sweep`` at its
 schedule) and prints the recovery time: from the kill until every batch the dead worker held is
 leased again, and until the campaign finished. The fan-out rate of such a run includes the stall.
+``--live-ab``: each repeat is a pair of campaigns, one with live delivery's hook (a batch reads
+which of its recipients are recently online and pushes to them; here nobody is) and one with
+workers that register no hook, in alternating order; prints the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -156,16 +159,23 @@ def _cache_lists(owners: list[int]) -> None:
         build.rebuild(owner, redis_too=True)
 
 
+# A worker without live delivery's hook: no sink registered, as in a process without the
+# ``live`` app (infra/live_hooks.py), so a batch makes no "recently online" read and no push.
+NO_LIVE_HOOK = (
+    "import sys, infra.live_hooks as h; h.register = lambda *a, **k: None; "
+    "from celery.__main__ import main; sys.argv[0] = 'celery'; main()"
+)
+
+
 def start_workers(
-    backend: str, count: int, concurrency: int, profile: bool = False
+    backend: str, count: int, concurrency: int, profile: bool = False, live: bool = True
 ) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "INBOX_BACKEND": backend, "BULK_PROFILE": "1" if profile else "0"}
     procs = []
     for i in range(count):
         cmd = [
             sys.executable,
-            "-m",
-            "celery",
+            *(["-m", "celery"] if live else ["-c", NO_LIVE_HOOK]),
             "-A",
             "config",
             "--quiet",
@@ -458,13 +468,15 @@ def _raw_write(backend: str, sender: int, owners: list[int]) -> None:
     conn.close()
 
 
-def bench(backend: str, n: int, base: int, args: argparse.Namespace) -> dict[str, float]:
+def bench(
+    backend: str, n: int, base: int, args: argparse.Namespace, live: bool = True
+) -> dict[str, float]:
     workers, concurrency = args.workers, args.concurrency
     sender, recipients = base, range(base + 1, base + 1 + n)
     seed(sender, recipients, args.realistic)
     if args.realistic:
         seed_realistic(sender, recipients, workers * concurrency)
-    procs = start_workers(backend, workers, concurrency, profile=args.profile)
+    procs = start_workers(backend, workers, concurrency, profile=args.profile, live=live)
     pids = {pid for proc in procs for pid in group(proc.pid)}
     cpu_before = cpu_by_role(pids)
     try:
@@ -479,8 +491,9 @@ def bench(backend: str, n: int, base: int, args: argparse.Namespace) -> dict[str
     problems = verify(backend, sender, recipients, campaign)
     raw = raw_rate(backend, sender, recipients, workers * concurrency)
     fanout = n / seconds
+    label = backend if live else f"{backend} (no live hook)"
     print(
-        f"{backend:6} fan-out {fanout:>9,.0f} recipients/s ({seconds:.1f}s) | raw store "
+        f"{label:6} fan-out {fanout:>9,.0f} recipients/s ({seconds:.1f}s) | raw store "
         f"{raw:>9,.0f} rows/s | ratio {fanout / raw:.2f} | exactly-once: "
         f"{'OK' if not problems else 'FAILED'}"
     )
@@ -507,6 +520,11 @@ def main() -> None:
     parser.add_argument(
         "--realistic", action="store_true", help="cap on, existing conversations, cached lists"
     )
+    parser.add_argument(
+        "--live-ab",
+        action="store_true",
+        help="each repeat twice, with live delivery's hook and without it, in alternating order",
+    )
     args = parser.parse_args()
     flagged = prepare_stores(args.batch_size)
     print(f"HBase index of conversation lists trusted ({flagged:,} owners with a row flagged)")
@@ -517,6 +535,9 @@ def main() -> None:
         f"{REALISTIC if args.realistic else CHEAPEST}"
     )
     for backend in args.backends.split(","):
+        if args.live_ab:
+            base = live_ab(backend, base, args)
+            continue
         runs = []
         for _ in range(args.repeat):
             runs.append(bench(backend, args.recipients, base, args))
@@ -527,6 +548,23 @@ def main() -> None:
                 f"{backend:6} median of {args.repeat}: fan-out {med['fanout']:,.0f}/s, raw "
                 f"{med['raw']:,.0f}/s, ratio {med['fanout'] / med['raw']:.2f}"
             )
+
+
+def live_ab(backend: str, base: int, args: argparse.Namespace) -> int:
+    """``--repeat`` pairs, the campaign with the live hook and without, the order alternating
+    from pair to pair (a machine that slows down or speeds up over the series weighs on both);
+    prints the medians and their ratio. Returns the next free uid base."""
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for pair in range(args.repeat):
+        for live in (True, False) if pair % 2 == 0 else (False, True):
+            rates[live].append(bench(backend, args.recipients, base, args, live=live)["fanout"])
+            base += args.recipients + 1
+    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    print(
+        f"{backend:6} median of {args.repeat} pairs: with the live hook {on:,.0f}/s, without "
+        f"{off:,.0f}/s, with / without {on / off:.3f}"
+    )
+    return base
 
 
 if __name__ == "__main__":
