@@ -370,7 +370,12 @@ def _retry_policy() -> Retry:
 
 def user_slot(uid: int) -> int:
     """The slot of every per-user key (they carry the tag ``{u:<uid>}``)."""
-    return crc_hqx(b"u:%d" % uid, 0) % REDIS_CLUSTER_HASH_SLOTS
+    return _slot_of(b"u:%d" % uid)
+
+
+def _slot_of(key: bytes) -> int:
+    """The slot of a key without a hash tag (redis-py's ``key_slot`` looks for one first)."""
+    return crc_hqx(key, 0) % REDIS_CLUSTER_HASH_SLOTS
 
 
 def by_user_slot(uids: Iterable[int]) -> dict[int, list[int]]:
@@ -420,7 +425,7 @@ def _slot_tags() -> tuple[str, ...]:
     tags: list[str | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
     missing, n = REDIS_CLUSTER_HASH_SLOTS, 0
     while missing:
-        slot = crc_hqx(str(n).encode(), 0) % REDIS_CLUSTER_HASH_SLOTS  # no hash tag in a number
+        slot = _slot_of(str(n).encode())
         if tags[slot] is None:
             tags[slot] = str(n)
             missing -= 1
