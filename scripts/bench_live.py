@@ -5,6 +5,8 @@ socket.
                                  [--api-workers 2]
     python scripts/bench_live.py --campaign [--recipients 100000] [--online 5000] [--workers 2]
                                  [--batch-size 4000]
+    python scripts/bench_live.py --push-rates 250,500,1000 [--seconds 10] [--pairs 200]
+                                 [--pushers 4]
 
 ``--connections 0`` or ``--seconds 0`` skips a measurement.
 
@@ -32,6 +34,14 @@ Two measurements, each printed with its conditions:
    from its start to its end: ``--online 0`` gives the same campaign with nobody connected, the
    rate the pushes must not slow by more than 5%, with the workers' own CPU time (the gateway
    and the client share the 2 cores, and slow the workers' wall clock by what they use).
+4. ``--push-rates`` (instead of 1 and 2): the gateway side of item 2 at rates the API cannot
+   reach on this machine. ``--pushers`` processes stand in for the API's: each makes a 1:1
+   send's last step, ``messaging.pushes.message_sent`` (the receiver's devices and the
+   sender's, one Redis round trip, then the channel layer), for its share of each rate for
+   ``--seconds``, to ``--pairs`` receivers connected to the gateway. For each message, the time
+   from ``message_sent`` returning (the POST answers right after it) to its frame arriving: p50,
+   p99, max, the frames missing, and the gateway's CPU, one row per rate. What it leaves out is
+   the rest of the POST (its stores and Django), which this machine serves at ~70/s.
 The client runs on the same machine and shares its cores with the gateway.
 """
 
@@ -183,9 +193,9 @@ class Sender:
             "client_msg_id": f"b{n}-{time.time_ns()}",
         }
         raw = json.dumps({**body, "content": {"type": "text", "text": f"bench {n}"}})
-        started = time.perf_counter()
+        started = time.monotonic()
         answer = self._post(raw)
-        self.done[answer["msgkey"]] = (started, time.perf_counter())
+        self.done[answer["msgkey"]] = (started, time.monotonic())
 
     def _post(self, raw: str) -> Any:
         conn = getattr(self.local, "conn", None)
@@ -201,7 +211,7 @@ async def receive(ws: Any, arrived: dict[str, float]) -> None:
     async for raw in ws:
         frame = json.loads(raw)
         if frame.get("type") == "message":
-            arrived[frame["message"]["msgkey"]] = time.perf_counter()
+            arrived[frame["message"]["msgkey"]] = time.monotonic()  # one clock for all processes
 
 
 async def latency(port: int, api_port: int, token: str, args: argparse.Namespace) -> None:
@@ -219,12 +229,12 @@ async def latency(port: int, api_port: int, token: str, args: argparse.Namespace
 
 def drive(sender: Sender, receivers: list[int], rate: float, seconds: float) -> float:
     """Send at ``rate`` per second for ``seconds``; returns the rate achieved."""
-    total, started = int(rate * seconds), time.perf_counter()
+    total, started = int(rate * seconds), time.monotonic()
     with ThreadPoolExecutor(16) as pool:
         for n in range(total):
-            time.sleep(max(0.0, started + n / rate - time.perf_counter()))
+            time.sleep(max(0.0, started + n / rate - time.monotonic()))
             pool.submit(sender.send, n, receivers[n % len(receivers)])
-    return total / (time.perf_counter() - started)
+    return total / (time.monotonic() - started)
 
 
 def report(
@@ -433,6 +443,99 @@ def report_campaign(
         print(f"  from the batch's push (the frame's cursor) to the frame: {spread(waits)}")
 
 
+# -- 4. the gateway at a push rate the API cannot reach here -----------------------------------
+def pusher(index: int, rate: float, seconds: float, receivers: list[int], start_at: float) -> None:
+    """A stand-in for one API process's pushes (run in its own process): a 1:1 send's last step,
+    ``messaging.pushes.message_sent``, ``rate`` times a second for ``seconds`` from ``start_at``
+    (``time.monotonic``: one clock for every process on the machine). Prints, as JSON, each
+    message's msgkey and when its push returned."""
+    import django
+
+    django.setup()
+    from messaging.models import Message
+    from messaging.pushes import message_sent
+    from storage.msgkey import compose, created_at, now_ms
+
+    done: list[tuple[str, float]] = []
+    for n in range(int(rate * seconds)):
+        time.sleep(max(0.0, start_at + n / rate - time.monotonic()))
+        msgkey = compose(now_ms(), index, n % 4096)
+        body = {"type": "text", "text": f"push {n}"}
+        message = Message(msgkey=msgkey, sender_uid=SENDER, type="text", body=body)
+        message.created_at = created_at(msgkey)
+        message_sent(message, receivers[(n * 7 + index) % len(receivers)])
+        done.append((str(msgkey), time.monotonic()))
+    print(json.dumps(done))
+
+
+def start_pushers(
+    args: argparse.Namespace, rate: float, receivers: list[int], start_at: float
+) -> list[subprocess.Popen[str]]:
+    share = rate / args.pushers
+    code = "import sys, json, bench_live; bench_live.pusher(*json.loads(sys.argv[1]))"
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                json.dumps([i + 1, share, args.seconds, receivers, start_at]),
+            ],
+            cwd=ROOT / "scripts",
+            env={**os.environ, **ENV},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(args.pushers)
+    ]
+
+
+async def push_rates(port: int, pid: int, args: argparse.Namespace) -> None:
+    receivers = [FIRST_UID + i for i in range(args.pairs)]
+    sockets = await open_uids(port, receivers, "pushes")
+    arrived: dict[str, float] = {}
+    readers = [asyncio.create_task(receive(ws, arrived)) for ws in sockets]
+    rows = []
+    for rate in [float(r) for r in args.push_rates.split(",")]:
+        arrived.clear()
+        gateway = psutil.Process(pid)
+        start_at = time.monotonic() + 8  # the pushers import Django meanwhile
+        procs = start_pushers(args, rate, receivers, start_at)
+        await asyncio.sleep(start_at - time.monotonic())
+        cpu_before = sum(gateway.cpu_times()[:2])
+        outputs = await asyncio.gather(*(asyncio.to_thread(p.communicate) for p in procs))
+        cpu = sum(gateway.cpu_times()[:2]) - cpu_before  # the pushes' window
+        await asyncio.sleep(2)  # the last frames
+        done = dict(item for out, _ in outputs for item in json.loads(out))
+        rows.append(push_row(rate, args, done, arrived, (cpu, time.monotonic() - 2 - start_at)))
+        print(rows[-1])
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    print(
+        f"pushes: {args.pushers} pusher processes, {args.pairs} receivers connected to one "
+        f"gateway process, {args.seconds:.0f} s per rate; from message_sent returning to the frame"
+    )
+    for row in rows:
+        print(f"  {row}")
+
+
+def push_row(
+    rate: float,
+    args: argparse.Namespace,
+    done: dict[str, float],
+    arrived: dict[str, float],
+    cpu: tuple[float, float],
+) -> str:
+    """One rate's figures; ``cpu``: the gateway's CPU seconds over the pushes' wall seconds."""
+    waits = [(arrived[k] - returned) * 1000 for k, returned in done.items() if k in arrived]
+    reached = len(done) / cpu[1]
+    spent = f"gateway CPU {cpu[0] / cpu[1] * 100:.0f}% of a core"
+    figures = spread(waits) if waits else "no frame"
+    missing = len(done) - len(waits)
+    return f"{rate:,.0f}/s asked, {reached:,.0f}/s pushed: {figures}; missing {missing}; {spent}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=2_000)
@@ -445,18 +548,23 @@ def main() -> None:
     parser.add_argument("--online", type=int, default=5_000)
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     parser.add_argument("--batch-size", type=int, default=4_000)
+    parser.add_argument("--push-rates", default="", help="comma-separated pushes/s: mode 4")
+    parser.add_argument("--pushers", type=int, default=4, help="pusher processes in mode 4")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers below on a kill
     token = prepare()
     port = free_port()
     gateway = start_gateway(port)
     api_port = free_port()
-    api = None if args.campaign else start_api(api_port, args.api_workers)
+    api = None if args.campaign or args.push_rates else start_api(api_port, args.api_workers)
     try:
         print(f"{os.cpu_count()} cores; one uvicorn gateway process (uvloop, httptools", end="")
         print(f" {' '.join(gateway_flags())}); the client on the same machine")
         if args.campaign:
             asyncio.run(campaign(port, args))
+            return
+        if args.push_rates:
+            asyncio.run(push_rates(port, gateway.pid, args))
             return
         if args.connections:
             asyncio.run(idle(port, gateway.pid, args.connections))

@@ -7,6 +7,7 @@ import base64
 import os
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -127,6 +128,35 @@ def test_a_device_that_resumes_gets_every_missed_event_once_in_order_then_live_o
     assert back.next()["message"]["msgkey"] == live
     assert back.quiet()
     assert first not in missed
+
+
+def test_a_burst_from_several_senders_reaches_every_device_once_in_log_order(
+    backend: Backend, uids: Any, open_device: Opener
+) -> None:
+    """Four senders push 400 events to two users at once: each gateway takes what waits on its
+    channel many messages at a time; every device gets every event of its user, each once, in
+    the order of the user's log."""
+    alice, bob = uids(2)
+    phones = devices(open_device, backend, alice, "phone", "tablet")
+    bobs = devices(open_device, backend, bob, "phone", "tablet")
+    sent: dict[int, set[str]] = {alice: set(), bob: set()}
+
+    def sender(n: int) -> None:
+        for i in range(100):
+            uid = (alice, bob)[i % 2]
+            note = f"s{n}-{i}"
+            sent[uid].add(note)
+            services.publish(uid, {"type": "note", "text": note})
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(sender, range(4)))
+
+    for uid, device in [(alice, d) for d in phones] + [(bob, d) for d in bobs]:
+        frames = [device.next() for _ in range(200)]
+        positions = [int(f["cursor"].split(".")[1]) for f in frames]
+        assert positions == list(range(positions[0], positions[0] + 200))  # no gap, no repeat
+        assert {f["text"] for f in frames} == sent[uid]
+        assert device.quiet()
 
 
 def test_a_cursor_older_than_the_log_gets_resync_too_old(
