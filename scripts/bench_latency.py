@@ -17,12 +17,12 @@ In one run, three conditions side by side:
 - **proxy**: through the proxies, no toxic (the proxy's own cost);
 - **+1 ms**: through the proxies with the 1 ms toxic.
 
-(a) fan-out: for each repeat, each condition in turn, one campaign on the SQL inbox to
+(a) fan-out: for each repeat, each condition in turn (the order turning from repeat to repeat), one campaign on the SQL inbox to
 ``--recipients`` new recipients (bench_fanout.py's seeding, workers, launch and exactly-once
 check, imported from it), on fresh ``celery worker`` processes whose store URLs point at the
 stores or at the proxies, each warmed by an untimed campaign of one batch per worker first.
 Timed from launch until ``finished``; medians and the ratios +1 ms / direct (the goal: at least
-0.8), +1 ms / proxy and proxy / direct. ``--profile`` adds each campaign's per-stage batch times
+0.8), +1 ms / proxy and proxy / direct, and the median of the same ratios taken within each repeat. ``--profile`` adds each campaign's per-stage batch times
 (BULK_PROFILE): a stage's extra ms under the toxic is about the round trips it waits for.
 
 (b) 1:1 sends: ``POST /api/v1/messages`` against an API server (gunicorn + uvicorn workers, as
@@ -229,7 +229,9 @@ def fanout(bench: Bench) -> None:
     rates: dict[str, list[float]] = {c: [] for c in CONDITIONS}
     for run in range(bench.args.repeat):
         print(f"(a) fan-out, repeat {run + 1} of {bench.args.repeat}", flush=True)
-        for condition in CONDITIONS:
+        # the order turns from repeat to repeat: a campaign runs on the tables and the buffer
+        # pool the one before it left, and no condition should always come first or last
+        for condition in CONDITIONS[run % 3 :] + CONDITIONS[: run % 3]:
             rates[condition].append(campaign(bench, condition))
     med = {c: statistics.median(r) for c, r in rates.items()}
     print(f"(a) fan-out, medians of {bench.args.repeat}:")
@@ -240,6 +242,14 @@ def fanout(bench: Bench) -> None:
         f"  ratio +1 ms / direct {med['+1 ms'] / med['direct']:.2f} (goal >= 0.8), "
         f"+1 ms / proxy {med['+1 ms'] / med['proxy']:.2f}, "
         f"proxy / direct {med['proxy'] / med['direct']:.2f}"
+    )
+    paired = [(t / d, t / p) for d, p, t in zip(*(rates[c] for c in CONDITIONS), strict=True)]
+    print(
+        "  within each repeat, median: +1 ms / direct "
+        f"{statistics.median(r for r, _ in paired):.2f}, +1 ms / proxy "
+        f"{statistics.median(r for _, r in paired):.2f} (repeats: "
+        + " · ".join(f"{r:.2f}/{q:.2f}" for r, q in paired)
+        + ")"
     )
 
 
