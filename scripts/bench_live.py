@@ -7,6 +7,7 @@ socket.
                                  [--batch-size 4000]
     python scripts/bench_live.py --push-rates 250,500,1000 [--seconds 10] [--pairs 200]
                                  [--pushers 4]
+    python scripts/bench_live.py --group-members 100000 [--online 2000]
 
 ``--connections 0`` or ``--seconds 0`` skips a measurement.
 
@@ -42,6 +43,13 @@ Two measurements, each printed with its conditions:
    from ``message_sent`` returning (the POST answers right after it) to its frame arriving: p50,
    p99, max, the frames missing, and the gateway's CPU, one row per rate. What it leaves out is
    the rest of the POST (its stores and Django), which this machine serves at ~70/s.
+5. ``--group-members`` (instead of 1 and 2): a group of that many members, ``--online`` of them
+   (spread evenly) connected to the gateway; one group message sent through
+   ``groups.services.group_message_send``, its pushes made by a real Celery worker on the
+   ``messaging`` queue (``live.group_push``). Counted: the frames the connected members receive
+   (every one must), the members whose live log got the message (only the online: an offline
+   member costs nothing but its place in one Redis call per 4,000 members), and the time from
+   the send returning to the frames: p50, p99, max.
 The client runs on the same machine and shares its cores with the gateway.
 """
 
@@ -294,9 +302,9 @@ def seed_campaign(recipients: int, batch_size: int) -> tuple[int, list[int]]:
     return sender, followers
 
 
-def start_workers(count: int) -> list[subprocess.Popen[bytes]]:
-    """``count`` Celery worker processes on ``bulk.daily`` (one task at a time each)."""
-    cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "bulk.daily"]
+def start_workers(count: int, queue: str = "bulk.daily") -> list[subprocess.Popen[bytes]]:
+    """``count`` Celery worker processes on ``queue`` (one task at a time each)."""
+    cmd = [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", queue]
     cmd += ["-c", "1", "--without-gossip", "--without-mingle", "-l", "ERROR"]
     env = {**os.environ, **ENV}
     return [
@@ -536,6 +544,97 @@ def push_row(
     return f"{rate:,.0f}/s asked, {reached:,.0f}/s pushed: {figures}; missing {missing}; {spent}"
 
 
+# -- 5. a group message to a big group with some members online ---------------------------------
+GROUP_OWNER = 7_300_000_001
+
+
+def seed_group(members: int) -> tuple[int, list[int]]:
+    """A new group of ``members`` (the owner first), added the way the API adds them; members of
+    earlier runs' groups are removed first (``GROUP_MAX_PER_USER``)."""
+    from groups import services
+    from groups.models import GroupMember
+
+    GroupMember.objects.filter(uid__gte=GROUP_OWNER, uid__lte=GROUP_OWNER + members).delete()
+    uids = [GROUP_OWNER + i for i in range(members)]
+    group, _ = services.group_create(owner_uid=uids[0], name="bench live", member_uids=[])
+    for start in range(1, members, services.UIDS_PER_CALL):
+        chunk = uids[start : start + services.UIDS_PER_CALL]
+        services.group_members_add(gid=group.gid, actor_uid=uids[0], uids=chunk)
+    return group.gid, uids
+
+
+def group_send(gid: int, sender: int) -> tuple[str, float]:
+    from groups.services import group_message_send
+
+    content = {"type": "text", "text": "to the whole group"}
+    sent = group_message_send(
+        gid=gid, sender_uid=sender, content=content, client_msg_id=f"live-{time.time_ns()}"
+    )
+    return str(sent.row.msgkey), time.monotonic()
+
+
+def logged_since(uids: list[int], ms: int) -> int:
+    """How many of ``uids`` have an entry newer than ``ms`` in their live log."""
+    from infra.redis import get_redis
+    from live import keys
+
+    found = 0
+    for start in range(0, len(uids), 5000):
+        pipe = get_redis().pipeline(transaction=False)
+        for uid in uids[start : start + 5000]:
+            pipe.xrevrange(keys.log(uid), count=1)
+        for last in pipe.execute():
+            found += bool(last) and int(last[0][1][b"ms"]) >= ms  # ids are 0-<position>
+    return found
+
+
+async def receive_group(ws: Any, gid: int, arrived: dict[int, float], uid: int) -> None:
+    """The first message frame of group ``gid`` on ``ws`` (the run sends one)."""
+    async for raw in ws:
+        frame = json.loads(raw)
+        if frame.get("type") == "message" and frame["conversation"].get("gid") == str(gid):
+            arrived[uid] = time.monotonic()
+            return
+
+
+async def group_message(port: int, args: argparse.Namespace) -> None:
+    started = time.monotonic()
+    gid, members = await asyncio.to_thread(seed_group, args.group_members)
+    print(f"group: {len(members):,} members added in {time.monotonic() - started:.1f} s")
+    step = max(1, (len(members) - 1) // args.online) if args.online else 1
+    online = members[1::step][: args.online]
+    sockets = await open_uids(port, online, "group")
+    workers = start_workers(1, "messaging")
+    arrived: dict[int, float] = {}
+    readers = [
+        asyncio.create_task(receive_group(ws, gid, arrived, uid))
+        for ws, uid in zip(sockets, online, strict=True)
+    ]
+    try:
+        await asyncio.sleep(5)  # the worker imports and connects
+        since_ms = int(time.time() * 1000)
+        _, returned = await asyncio.to_thread(group_send, gid, members[0])
+        deadline = time.monotonic() + 60
+        while len(arrived) < len(online) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)  # the task's last chunks (members after the last connected one)
+    finally:
+        for proc in workers:
+            proc.terminate()
+            proc.wait(timeout=60)
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    logged = await asyncio.to_thread(logged_since, members, since_ms)
+    waits = [(at - returned) * 1000 for at in arrived.values()]
+    print(f"group message: {len(members):,} members, {len(online):,} connected; one worker")
+    missing = len(online) - len(arrived)
+    print(f"  frames received {len(arrived):,} of {len(online):,}, missing {missing}")
+    print(f"  members whose live log got it: {logged:,} (the connected: {len(online):,})")
+    if waits:
+        print(f"  from the send returning to the frame: {spread(waits)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=2_000)
@@ -550,13 +649,15 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=4_000)
     parser.add_argument("--push-rates", default="", help="comma-separated pushes/s: mode 4")
     parser.add_argument("--pushers", type=int, default=4, help="pusher processes in mode 4")
+    parser.add_argument("--group-members", type=int, default=0, help="mode 5: the group's size")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers below on a kill
     token = prepare()
     port = free_port()
     gateway = start_gateway(port)
     api_port = free_port()
-    api = None if args.campaign or args.push_rates else start_api(api_port, args.api_workers)
+    alone = args.campaign or args.push_rates or args.group_members
+    api = None if alone else start_api(api_port, args.api_workers)
     try:
         print(f"{os.cpu_count()} cores; one uvicorn gateway process (uvloop, httptools", end="")
         print(f" {' '.join(gateway_flags())}); the client on the same machine")
@@ -565,6 +666,9 @@ def main() -> None:
             return
         if args.push_rates:
             asyncio.run(push_rates(port, gateway.pid, args))
+            return
+        if args.group_members:
+            asyncio.run(group_message(port, args))
             return
         if args.connections:
             asyncio.run(idle(port, gateway.pid, args.connections))
