@@ -17,12 +17,13 @@ In one run, three conditions side by side:
 - **proxy**: through the proxies, no toxic (the proxy's own cost);
 - **+1 ms**: through the proxies with the 1 ms toxic.
 
-(a) fan-out: for each repeat, each condition in turn (the order turning from repeat to repeat), one campaign on the SQL inbox to
-``--recipients`` new recipients (bench_fanout.py's seeding, workers, launch and exactly-once
-check, imported from it), on fresh ``celery worker`` processes whose store URLs point at the
-stores or at the proxies, each warmed by an untimed campaign of one batch per worker first.
-Timed from launch until ``finished``; medians and the ratios +1 ms / direct (the goal: at least
-0.8), +1 ms / proxy and proxy / direct, and the median of the same ratios taken within each repeat. ``--profile`` adds each campaign's per-stage batch times
+(a) fan-out: for each repeat, each condition in turn (the order turning from repeat to repeat),
+one campaign on the SQL inbox to ``--recipients`` new recipients (bench_fanout.py's seeding,
+workers, launch and exactly-once check, imported from it), on fresh ``celery worker`` processes
+whose store URLs point at the stores or at the proxies, each warmed by an untimed campaign of one
+batch per worker first. Timed from launch until ``finished``; medians and the ratios +1 ms /
+direct (the goal: at least 0.8), +1 ms / proxy and proxy / direct, and the median of the same
+ratios taken within each repeat. ``--profile`` adds each campaign's per-stage batch times
 (BULK_PROFILE): a stage's extra ms under the toxic is about the round trips it waits for.
 
 (b) 1:1 sends: ``POST /api/v1/messages`` against an API server (gunicorn + uvicorn workers, as
