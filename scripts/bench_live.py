@@ -73,6 +73,7 @@ from typing import Any
 
 import psutil
 import websockets
+from bench_groups import Uids, make_group
 from benchkit import serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -512,10 +513,11 @@ async def push_rates(port: int, pid: int, args: argparse.Namespace) -> None:
         await asyncio.sleep(start_at - time.monotonic())
         cpu_before = sum(gateway.cpu_times()[:2])
         outputs = await asyncio.gather(*(asyncio.to_thread(p.communicate) for p in procs))
-        cpu = sum(gateway.cpu_times()[:2]) - cpu_before  # the pushes' window
+        cpu_s = sum(gateway.cpu_times()[:2]) - cpu_before  # over the pushes' window
+        wall_s = time.monotonic() - start_at
         await asyncio.sleep(2)  # the last frames
         done = dict(item for out, _ in outputs for item in json.loads(out))
-        rows.append(push_row(rate, args, done, arrived, (cpu, time.monotonic() - 2 - start_at)))
+        rows.append(push_row(rate, done, arrived, cpu_s, wall_s))
         print(rows[-1])
     for task in readers:
         task.cancel()
@@ -529,48 +531,27 @@ async def push_rates(port: int, pid: int, args: argparse.Namespace) -> None:
 
 
 def push_row(
-    rate: float,
-    args: argparse.Namespace,
-    done: dict[str, float],
-    arrived: dict[str, float],
-    cpu: tuple[float, float],
+    rate: float, done: dict[str, float], arrived: dict[str, float], cpu_s: float, wall_s: float
 ) -> str:
-    """One rate's figures; ``cpu``: the gateway's CPU seconds over the pushes' wall seconds."""
+    """One rate's figures; the gateway's CPU seconds ``cpu_s`` over the pushes' ``wall_s``."""
     waits = [(arrived[k] - returned) * 1000 for k, returned in done.items() if k in arrived]
-    reached = len(done) / cpu[1]
-    spent = f"gateway CPU {cpu[0] / cpu[1] * 100:.0f}% of a core"
+    reached = len(done) / wall_s
+    spent = f"gateway CPU {cpu_s / wall_s * 100:.0f}% of a core"
     figures = spread(waits) if waits else "no frame"
     missing = len(done) - len(waits)
     return f"{rate:,.0f}/s asked, {reached:,.0f}/s pushed: {figures}; missing {missing}; {spent}"
 
 
 # -- 5. a group message to a big group with some members online ---------------------------------
-GROUP_OWNER = 7_300_000_001
-
-
-def seed_group(members: int) -> tuple[int, list[int]]:
-    """A new group of ``members`` (the owner first), added the way the API adds them; members of
-    earlier runs' groups are removed first (``GROUP_MAX_PER_USER``)."""
-    from groups import services
-    from groups.models import GroupMember
-
-    GroupMember.objects.filter(uid__gte=GROUP_OWNER, uid__lte=GROUP_OWNER + members).delete()
-    uids = [GROUP_OWNER + i for i in range(members)]
-    group, _ = services.group_create(owner_uid=uids[0], name="bench live", member_uids=[])
-    for start in range(1, members, services.UIDS_PER_CALL):
-        chunk = uids[start : start + services.UIDS_PER_CALL]
-        services.group_members_add(gid=group.gid, actor_uid=uids[0], uids=chunk)
-    return group.gid, uids
-
-
-def group_send(gid: int, sender: int) -> tuple[str, float]:
+def group_send(gid: int, sender: int) -> float:
+    """Send one message to the group; returns when the send returned (``time.monotonic``)."""
     from groups.services import group_message_send
 
     content = {"type": "text", "text": "to the whole group"}
-    sent = group_message_send(
+    group_message_send(
         gid=gid, sender_uid=sender, content=content, client_msg_id=f"live-{time.time_ns()}"
     )
-    return str(sent.row.msgkey), time.monotonic()
+    return time.monotonic()
 
 
 def logged_since(uids: list[int], ms: int) -> int:
@@ -599,7 +580,7 @@ async def receive_group(ws: Any, gid: int, arrived: dict[int, float], uid: int) 
 
 async def group_message(port: int, args: argparse.Namespace) -> None:
     started = time.monotonic()
-    gid, members = await asyncio.to_thread(seed_group, args.group_members)
+    gid, members = await asyncio.to_thread(make_group, Uids(), args.group_members)
     print(f"group: {len(members):,} members added in {time.monotonic() - started:.1f} s")
     step = max(1, (len(members) - 1) // args.online) if args.online else 1
     online = members[1::step][: args.online]
@@ -613,7 +594,7 @@ async def group_message(port: int, args: argparse.Namespace) -> None:
     try:
         await asyncio.sleep(5)  # the worker imports and connects
         since_ms = int(time.time() * 1000)
-        _, returned = await asyncio.to_thread(group_send, gid, members[0])
+        returned = await asyncio.to_thread(group_send, gid, members[0])
         deadline = time.monotonic() + 60
         while len(arrived) < len(online) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)

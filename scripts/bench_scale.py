@@ -596,13 +596,21 @@ def hbase_delete(sender: int, total: int, msgkey: int) -> None:
 
 
 # -- one size, one backend -------------------------------------------------------------------
-def bench(backend: str, sender: int, total: int, workers: int, keep: bool) -> dict[str, Any]:
-    before = sql_sizes()
+def campaign_on_fresh_workers(
+    backend: str, sender: int, total: int, workers: int
+) -> dict[str, Any]:
+    """One campaign from ``sender`` to its ``total`` followers on ``workers`` new worker
+    processes, stopped after it (``run_campaign``'s figures)."""
     procs = start_workers(backend, workers)
     try:
-        run = run_campaign(sender, total, procs)
+        return run_campaign(sender, total, procs)
     finally:
         stop_workers(procs)
+
+
+def bench(backend: str, sender: int, total: int, workers: int, keep: bool) -> dict[str, Any]:
+    before = sql_sizes()
+    run = campaign_on_fresh_workers(backend, sender, total, workers)
     campaign = run.pop("campaign")
     result = {
         "backend": backend,
@@ -856,11 +864,7 @@ def warm_up(backend: str, sender: int, total: int, workers: int) -> None:
     timed runs should not measure that."""
     Account.objects.create(uid=sender, kind="business", name=f"bench_scale warm-up {sender}")
     seed_followers(sender, 0, total)
-    procs = start_workers(backend, workers)
-    try:
-        run = run_campaign(sender, total, procs)
-    finally:
-        stop_workers(procs)
+    run = campaign_on_fresh_workers(backend, sender, total, workers)
     print(f"warm-up ({backend}, untimed): {total:,} recipients at {run['rate']:,.0f}/s")
     cleanup_run(backend, sender, total, run["campaign"])
     delete_followers(sender, total)

@@ -137,7 +137,7 @@ def test_a_burst_from_several_senders_reaches_every_device_once_in_log_order(
     channel many messages at a time; every device gets every event of its user, each once, in
     the order of the user's log."""
     alice, bob = uids(2)
-    phones = devices(open_device, backend, alice, "phone", "tablet")
+    alices = devices(open_device, backend, alice, "phone", "tablet")
     bobs = devices(open_device, backend, bob, "phone", "tablet")
     sent: dict[int, set[str]] = {alice: set(), bob: set()}
 
@@ -151,7 +151,7 @@ def test_a_burst_from_several_senders_reaches_every_device_once_in_log_order(
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(sender, range(4)))
 
-    for uid, device in [(alice, d) for d in phones] + [(bob, d) for d in bobs]:
+    for uid, device in [(alice, d) for d in alices] + [(bob, d) for d in bobs]:
         frames = [device.next() for _ in range(200)]
         positions = [int(f["cursor"].split(".")[1]) for f in frames]
         assert positions == list(range(positions[0], positions[0] + 200))  # no gap, no repeat
