@@ -1,12 +1,15 @@
 """One machine against its scale-out topologies, side by side in one run (issue 11).
 
     python scripts/bench_scaleout.py [--recipients 100000] [--repeat 3] [--seconds 15]
+        [--skip fanout,unread,replica] [--realistic]
 
 Needs ``scripts/services up`` (MariaDB and its replica :3307, Redis :6379, the Redis Cluster
 :7000-7005, HBase). Three parts, one after another, never two at once:
 1. fan-out: ``scripts/bench_fanout.py`` (SQL inbox, 4 workers) with every data key on the one
    Redis, then with ``REDIS_CLUSTER=1`` on the cluster; medians of ``--repeat`` runs, each
-   checked exactly-once by the bench itself;
+   checked exactly-once by the bench itself; the cheapest path (every recipient new, no cap),
+   or with ``--realistic`` bench_fanout's realistic one (cap 1 a day, 30% with a conversation
+   with the sender, 10% with a cached list);
 2. the unread fast path under load: ``scripts/bench_cluster.py`` (one Redis vs the cluster);
 3. conversation-list cold reads (``messaging.convlist.mysql_page``, the tier the replica serves)
    on the primary and on the replica: 500 owners with 40 conversations each, written on the
@@ -42,6 +45,8 @@ REPLICA_ENV = {
 def fanout(args: argparse.Namespace, extra: dict[str, str]) -> tuple[float, float, str]:
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_fanout.py"), "--backends", "sql"]
     cmd += ["--recipients", str(args.recipients), "--repeat", str(args.repeat)]
+    if args.realistic:
+        cmd.append("--realistic")
     out = subprocess.run(
         cmd, env={**os.environ, **extra}, check=True, capture_output=True, text=True
     ).stdout
@@ -55,8 +60,9 @@ def fanout(args: argparse.Namespace, extra: dict[str, str]) -> tuple[float, floa
 
 
 def part_fanout(args: argparse.Namespace) -> None:
+    path = "realistic path" if args.realistic else "cheapest path"
     print(
-        f"1. fan-out, SQL inbox, {args.recipients:,} recipients, median of {args.repeat}",
+        f"1. fan-out, SQL inbox, {args.recipients:,} recipients, {path}, median of {args.repeat}",
         flush=True,
     )
     one, one_raw, one_ok = fanout(args, {})
@@ -168,6 +174,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--skip", default="", help="parts to skip, e.g. fanout,unread")
+    parser.add_argument(
+        "--realistic",
+        action="store_true",
+        help="fan-out on bench_fanout's realistic path (its --realistic), not the cheapest",
+    )
     args = parser.parse_args()
     print(
         f"bench_scaleout {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
