@@ -177,6 +177,31 @@ def test_a_plan_step_committing_during_the_finish_check_keeps_the_campaign_runni
     assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
 
 
+@override_settings(BULK_CHANNEL_OPEN_BATCHES=8, BULK_BATCH_SIZE=10)
+def test_the_celery_planner_plans_a_wave_of_half_a_share_not_a_batch_at_a_time(uids) -> None:
+    """The capped planner (the Celery task's) fills the campaign's share of the channel (8 open
+    batches), plans nothing while less than half of it is free, then the next wave in one step:
+    on a Redis Cluster a wave is the window a plan step orders by slot."""
+    scenario = business_with_followers(uids(301))
+    campaign = launch(scenario)
+
+    def planned() -> int:
+        return Campaign.objects.get(pk=campaign.pk).batches_planned
+
+    assert fanout.campaign_plan_step(campaign.pk, capped=True)
+    assert planned() == 8
+    batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
+    for batch in batches[:3]:
+        assert fanout.batch_run(batch.pk).state == "done"
+    assert fanout.campaign_plan_step(campaign.pk, capped=True)  # 3 free: alive, waiting
+    assert planned() == 8
+    assert fanout.batch_run(batches[3].pk).state == "done"
+    assert fanout.campaign_plan_step(campaign.pk, capped=True)  # 4 free: the next wave
+    assert planned() == 12
+    run_synchronously(campaign.pk)
+    assert_exactly_once(campaign.pk, scenario.expected, scenario.sender)
+
+
 @override_settings(BULK_LEASE_S=0)
 def test_a_batch_whose_worker_died_holding_the_lease_is_taken_over(uids) -> None:
     scenario = business_with_followers(uids(301))
