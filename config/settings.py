@@ -281,7 +281,7 @@ BULK_LEASE_S = env_int("BULK_LEASE_S", 5)
 # as many: a wave (half a campaign's share) is the window the planner orders by cluster slot
 # (bulk/fanout.py _batches_by_slot), and a wider window puts a batch's recipients into fewer
 # slots. Measured (scripts/bench_scaleout.py, 100,000 recipients, medians of 3, 25 Nov 2026):
-# cluster / one Redis 0.56 at 16, 0.68 at 32; one Redis alone 48,202 and 47,238/s.
+# cluster / one Redis 0.56 at 16, 0.61-0.70 at 32 (three series); one Redis alone 43-48k/s.
 BULK_CHANNEL_OPEN_BATCHES = env_int("BULK_CHANNEL_OPEN_BATCHES", 32 if REDIS_CLUSTER else 16)
 # Recipients per batch on a channel without its own setting, chosen by measurement
 # (scripts/bench_fanout.py --batch-size, 200,000 recipients, 4 workers, medians of 3, SQL / HBase
