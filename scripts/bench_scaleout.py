@@ -1,15 +1,16 @@
 """One machine against its scale-out topologies, side by side in one run (issue 11).
 
     python scripts/bench_scaleout.py [--recipients 100000] [--repeat 3] [--seconds 15]
-        [--skip fanout,unread,replica] [--realistic]
+        [--skip fanout,unread,replica] [--paths cheapest,realistic] [--realistic]
 
 Needs ``scripts/services up`` (MariaDB and its replica :3307, Redis :6379, the Redis Cluster
 :7000-7005, HBase). Three parts, one after another, never two at once:
 1. fan-out: ``scripts/bench_fanout.py`` (SQL inbox, 4 workers) with every data key on the one
    Redis, then with ``REDIS_CLUSTER=1`` on the cluster; medians of ``--repeat`` runs, each
-   checked exactly-once by the bench itself; the cheapest path (every recipient new, no cap),
-   or with ``--realistic`` bench_fanout's realistic one (cap 1 a day, 30% with a conversation
-   with the sender, 10% with a cached list);
+   checked exactly-once by the bench itself; on both of bench_fanout's paths, side by side: the
+   cheapest (every recipient new, no cap) and the realistic one (cap 1 a day, 30% with a
+   conversation with the sender, 10% with a cached list, the HBase index rebuilt during the run);
+   ``--paths`` picks one (``--realistic``: the realistic one alone);
 2. the unread fast path under load: ``scripts/bench_cluster.py`` (one Redis vs the cluster);
 3. conversation-list cold reads (``messaging.convlist.mysql_page``, the tier the replica serves)
    on the primary and on the replica: 500 owners with 40 conversations each, written on the
@@ -42,10 +43,10 @@ REPLICA_ENV = {
 }
 
 
-def fanout(args: argparse.Namespace, extra: dict[str, str]) -> tuple[float, float, str]:
+def fanout(args: argparse.Namespace, path: str, extra: dict[str, str]) -> tuple[float, float, str]:
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_fanout.py"), "--backends", "sql"]
     cmd += ["--recipients", str(args.recipients), "--repeat", str(args.repeat)]
-    if args.realistic:
+    if path == "realistic":
         cmd.append("--realistic")
     out = subprocess.run(
         cmd, env={**os.environ, **extra}, check=True, capture_output=True, text=True
@@ -60,18 +61,23 @@ def fanout(args: argparse.Namespace, extra: dict[str, str]) -> tuple[float, floa
 
 
 def part_fanout(args: argparse.Namespace) -> None:
-    path = "realistic path" if args.realistic else "cheapest path"
     print(
-        f"1. fan-out, SQL inbox, {args.recipients:,} recipients, {path}, median of {args.repeat}",
+        f"1. fan-out, SQL inbox, {args.recipients:,} recipients, median of {args.repeat} a side",
         flush=True,
     )
-    one, one_raw, one_ok = fanout(args, {})
-    many, many_raw, many_ok = fanout(args, CLUSTER)
-    print(f"   one Redis     fan-out {one:>9,.0f}/s  raw {one_raw:>9,.0f}/s  exactly-once {one_ok}")
-    print(
-        f"   Redis Cluster fan-out {many:>9,.0f}/s  raw {many_raw:>9,.0f}/s  exactly-once {many_ok}"
-    )
-    print(f"   cluster / one Redis: {many / one:.2f}", flush=True)
+    ratios: list[str] = []
+    for path in args.paths:
+        print(f"   {path} path", flush=True)
+        one, one_raw, one_ok = fanout(args, path, {})
+        many, many_raw, many_ok = fanout(args, path, CLUSTER)
+        for label, rate, raw, ok in (
+            ("one Redis    ", one, one_raw, one_ok),
+            ("Redis Cluster", many, many_raw, many_ok),
+        ):
+            print(f"     {label} fan-out {rate:>9,.0f}/s  raw {raw:>9,.0f}/s  exactly-once {ok}")
+        print(f"     cluster / one Redis: {many / one:.2f}", flush=True)
+        ratios.append(f"{path} {many / one:.2f}")
+    print(f"   cluster / one Redis, side by side: {', '.join(ratios)}", flush=True)
 
 
 def part_unread(args: argparse.Namespace) -> None:
@@ -175,11 +181,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--skip", default="", help="parts to skip, e.g. fanout,unread")
     parser.add_argument(
+        "--paths",
+        default="cheapest,realistic",
+        help="bench_fanout's paths the fan-out part runs, side by side",
+    )
+    parser.add_argument(
         "--realistic",
         action="store_true",
-        help="fan-out on bench_fanout's realistic path (its --realistic), not the cheapest",
+        help="the realistic path alone (as --paths realistic)",
     )
     args = parser.parse_args()
+    args.paths = ["realistic"] if args.realistic else args.paths.split(",")
+    if not set(args.paths) <= {"cheapest", "realistic"}:
+        raise SystemExit(f"--paths: cheapest and/or realistic, not {','.join(args.paths)}")
     print(
         f"bench_scaleout {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores"
