@@ -18,6 +18,7 @@ from typing import Any
 
 import dj_database_url
 import redis
+from django.core.exceptions import ImproperlyConfigured
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -38,12 +39,15 @@ def env_int(name: str, default: int) -> int:
 
 DEBUG = env("DJANGO_DEBUG", "0") == "1"
 # Never a known key with DEBUG off (infra/deploy.py): a deployment without one stops here.
-SECRET_KEY = deploy.secret_key(
-    os.environ.get("DJANGO_SECRET_KEY", ""),
-    debug=DEBUG,
-    one_machine=not os.environ.get("REDIS_URL"),
-    var_dir=VAR_DIR,
-)
+try:
+    SECRET_KEY = deploy.secret_key(
+        os.environ.get("DJANGO_SECRET_KEY", ""),
+        debug=DEBUG,
+        one_machine=not os.environ.get("REDIS_URL"),
+        var_dir=VAR_DIR,
+    )
+except ImproperlyConfigured as missing:  # one sentence on stderr, not a traceback
+    deploy.stop(str(missing))
 ALLOWED_HOSTS = env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,testserver").split(",")
 
 # --- HTTPS behind a proxy (manage.py check --deploy) ---------------------------------------------

@@ -1,5 +1,6 @@
-"""Start-up checks: the configured inbox and group-timeline backends exist and their services
-answer.
+"""Start-up checks: the configured inbox and group-timeline backends exist, and every store the
+settings name answers (the primary database, the Celery broker, Redis, HBase when a backend lives
+there); a replica that does not answer is a warning only: its reads go to the primary.
 
 Each failure is one Error whose message is one sentence naming the setting and the address, e.g.
 ``INBOX_BACKEND=hbase but no HBase Thrift server answers at 127.0.0.1:9090``.
@@ -10,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from redis.connection import parse_url
 
-from infra import hbase
+from infra import hbase, health
 from infra.redis import clustered, get_redis, get_redis_nodes, primaries
 
 
@@ -79,4 +80,41 @@ def check_redis_cluster() -> list[CheckMessage]:
             "REDIS_CLUSTER=1 but CELERY_BROKER_URL names a cluster node; give Celery a plain Redis"
         )
         return [Error(msg, id="missive.E005")]
+    return []
+
+
+@register("missive")
+def check_databases(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The primary answers (nothing works without it); a replica that does not answer is a
+    Warning, as its reads then go to the primary (infra/dbrouter.py)."""
+    found: list[CheckMessage] = []
+    for alias, setting in (("default", "DATABASE_URL"), ("replica", "DATABASE_REPLICA_URL")):
+        db = settings.DATABASES.get(alias)
+        if db is None or "sqlite" in db["ENGINE"]:
+            continue
+        try:
+            health.database(alias)()
+        except Exception as exc:
+            where = f"{db.get('HOST')}:{db.get('PORT') or 3306}"
+            msg = f"{setting} names {where} but no database answers there ({type(exc).__name__})"
+            if alias == "default":
+                found.append(Error(msg, id="missive.E006"))
+            else:
+                found.append(Warning(f"{msg}; its reads go to the primary", id="missive.W006"))
+    return found
+
+
+@register("missive")
+def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The Celery broker answers (the API enqueues sends and campaigns, workers consume). The
+    one-machine mode's broker is its embedded Redis, checked as REDIS_URL's above."""
+    if settings.REDIS_EMBEDDED:
+        return []
+    try:
+        health.broker()
+    except Exception as exc:
+        url = parse_url(settings.CELERY_BROKER_URL)
+        where = f"{url.get('host', '127.0.0.1')}:{url.get('port', 6379)}"
+        msg = f"CELERY_BROKER_URL names {where} but no broker answers there ({type(exc).__name__})"
+        return [Error(msg, id="missive.E007")]
     return []

@@ -63,11 +63,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
 def store_checks() -> dict[str, Check]:
     """The stores this process's settings say it needs, by the name the answer gives them."""
     engine = settings.DATABASES["default"]["ENGINE"]
-    checks: dict[str, Check] = {"sqlite" if "sqlite" in engine else "mariadb": _db("default")}
+    checks: dict[str, Check] = {"sqlite" if "sqlite" in engine else "mariadb": database("default")}
     if "replica" in settings.DATABASES:
-        checks["replica"] = _db("replica")
+        checks["replica"] = database("replica")
     checks["redis"] = _redis
-    checks["broker"] = _broker
+    checks["broker"] = broker
     if "hbase" in (settings.INBOX_BACKEND, settings.GROUP_TIMELINE_BACKEND):
         checks["hbase"] = _hbase
     return checks
@@ -104,7 +104,9 @@ def _timed(check: Check) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
 
 
-def _db(alias: str) -> Check:
+def database(alias: str) -> Check:
+    """A check of one database connection (also a start-up check, infra/checks.py)."""
+
     def check() -> None:
         # A thread of its own has a connection of its own: given back here (infra/mysql keeps
         # a clean one for the next request; one that failed is closed).
@@ -135,7 +137,8 @@ def _redis() -> None:
         _probe_client(settings.REDIS_URL).ping()
 
 
-def _broker() -> None:
+def broker() -> None:
+    """PING the Celery broker's Redis (also a start-up check, infra/checks.py)."""
     _probe_client(settings.CELERY_BROKER_URL).ping()
 
 

@@ -29,6 +29,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 HEADER = "X-Request-ID"
 CELERY_HEADER = "missive_request_id"
+ATTRIBUTE = "missive_request_id"  # the id, on the HttpRequest
 NONE = "-"
 # Taken from the client as is only when it cannot forge a log line or bloat one.
 VALID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -40,10 +41,13 @@ access_log = logging.getLogger("missive.request")
 
 
 class RequestIdFilter(logging.Filter):
-    """Puts the current request id on every record the handler writes."""
+    """Puts the current request id on every record the handler writes. Django logs a 4xx or 5xx
+    answer (``django.request``) after the middlewares have returned, with the request on the
+    record: its id is then the one the middleware kept on the request."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = request_id.get() or NONE
+        request = getattr(record, "request", None)
+        record.request_id = request_id.get() or getattr(request, ATTRIBUTE, None) or NONE
         return True
 
 
@@ -96,6 +100,7 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         rid = incoming_id(request.headers.get(HEADER))
+        setattr(request, ATTRIBUTE, rid)  # for lines Django logs once this has returned
         token = request_id.set(rid)
         started = time.perf_counter()
         try:

@@ -48,6 +48,8 @@ def test_rotate_replaces_the_token_and_revoke_cuts_the_client_off(uid: int) -> N
         (["apiclient_create", "x", "--scopes", ","], "unknown scope"),
         (["apiclient_create", "x", "--scopes", "send", "--senders", "0"], "sender uids"),
         (["apiclient_create", " ", "--scopes", "send"], "name must be"),
+        (["apiclient_create", "x", "--scopes", "send,inbox"], "a send client needs --senders"),
+        (["apiclient_create", "x", "--scopes", "campaigns"], "a campaigns client needs --senders"),
         (["apiclient_rotate", "nobody"], "no API client named 'nobody'"),
         (["apiclient_revoke", "nobody"], "no API client named 'nobody'"),
     ],
@@ -59,14 +61,14 @@ def test_bad_input_is_one_readable_error_and_stores_nothing(args: list[str], mes
 
 
 def test_a_second_client_of_the_same_name_is_refused() -> None:
-    run("apiclient_create", "dup", "--scopes", "send")
+    run("apiclient_create", "dup", "--scopes", "send", "--senders", "1")
     with pytest.raises(CommandError, match="exists already"):
         run("apiclient_create", "dup", "--scopes", "inbox")
     assert ApiClient.objects.get(name="dup").scopes == ["send"]
 
 
 def test_rotating_a_revoked_client_is_refused() -> None:
-    run("apiclient_create", "gone", "--scopes", "send")
+    run("apiclient_create", "gone", "--scopes", "send", "--senders", "1")
     run("apiclient_revoke", "gone")
     with pytest.raises(CommandError, match="is revoked"):
         run("apiclient_rotate", "gone")

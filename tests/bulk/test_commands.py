@@ -300,6 +300,9 @@ def test_watch_reports_a_pause_and_exits_on_it_when_asked(uids: Uids) -> None:
 
 
 def test_watch_refuses_unknown_and_malformed_ids() -> None:
-    assert refused("campaign_watch", "999999999999") == "No campaign 999999999999."
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"^No campaign 999999999999\.$"):
+        call_command("campaign_watch", "999999999999", stdout=out, stderr=out)
+    assert out.getvalue() == ""  # no empty progress bar before the one line
     assert "invalid campaign_id value" in refused("campaign_watch", "abc")
     assert "invalid positive_float value" in refused("campaign_watch", "1", "--interval", "0")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 from django.core.checks import run_checks
@@ -14,7 +17,7 @@ from infra import hbase
 from infra.redis import get_redis
 from messaging import selectors
 from messaging.models import Follow, Message
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
 
 
 @pytest.mark.django_db
@@ -78,6 +81,43 @@ def test_system_check_names_the_missing_hbase_in_one_sentence() -> None:
     assert [e.msg for e in errors] == [
         "INBOX_BACKEND=hbase but no HBase Thrift server answers at 127.0.0.1:1"
     ]
+
+
+def test_a_primary_database_that_does_not_answer_stops_a_command_in_one_sentence() -> None:
+    """A closed port: ``manage.py campaign_list`` stops at its start-up check, no traceback."""
+    done = manage("campaign_list", DATABASE_URL="mysql://missive:missive@127.0.0.1:1/missive")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "(missive.E006) DATABASE_URL names 127.0.0.1:1 but no database answers there" in (
+        done.stderr
+    )
+
+
+def test_a_replica_that_does_not_answer_is_a_warning_not_a_stop() -> None:
+    done = manage("check", DATABASE_REPLICA_URL="mysql://missive:missive@127.0.0.1:1/missive")
+    assert done.returncode == 0, done.stderr
+    assert "(missive.W006) DATABASE_REPLICA_URL names 127.0.0.1:1" in done.stderr
+    assert "its reads go to the primary" in done.stderr
+
+
+def test_a_broker_that_does_not_answer_stops_a_command_in_one_sentence() -> None:
+    done = manage("campaign_list", CELERY_BROKER_URL="redis://127.0.0.1:1/3")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "(missive.E007) CELERY_BROKER_URL names 127.0.0.1:1 but no broker answers there" in (
+        done.stderr
+    )
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @override_settings(INBOX_BACKEND="cassandra")

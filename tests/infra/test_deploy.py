@@ -69,9 +69,28 @@ def test_check_deploy_names_what_a_plain_setup_lacks() -> None:
 def test_debug_off_without_a_secret_key_stops_with_one_sentence() -> None:
     done = manage("check", DJANGO_SETTINGS_MODULE="config.settings")
     assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("django.core.exceptions.ImproperlyConfigured: DJANGO_SECRET_KEY is not")
-    assert last.count(". ") == 0  # one sentence
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # no traceback
+    assert done.stderr.startswith("missive: DJANGO_SECRET_KEY is not set and DJANGO_DEBUG is off")
+    assert done.stderr.count(". ") == 0  # one sentence
+
+
+def test_the_api_server_without_a_secret_key_stops_once_with_that_sentence() -> None:
+    """gunicorn's arbiter shuts down (it does not start worker after worker that stop alike)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    server = ["config.asgi:application", "-k", "uvicorn_worker.UvicornWorker", "-w", "1"]
+    done = subprocess.run(
+        [gunicorn, *server, "-b", "127.0.0.1:0"],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 4  # gunicorn's "App failed to load"
+    assert "missive: DJANGO_SECRET_KEY is not set" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("missive: DJANGO_SECRET_KEY") == 1  # one worker tried, then it stopped
 
 
 def test_the_one_machine_mode_keeps_a_random_key_of_its_own(tmp_path: Path) -> None:

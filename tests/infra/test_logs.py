@@ -54,6 +54,17 @@ def test_a_request_logs_a_json_line_with_the_id_the_proxy_gave(
     assert line["time"].endswith("+00:00")
 
 
+def test_djangos_line_for_a_refused_request_carries_the_requests_id(
+    client: Client, log_lines: io.StringIO
+) -> None:
+    """django.request logs a 4xx after every middleware returned: the id still comes along."""
+    response = client.get("/api/v1/campaigns/1", HTTP_X_REQUEST_ID="lb-77aa")
+    assert response.status_code == 401
+    (line,) = [r for r in records(log_lines) if r["logger"] == "django.request"]
+    assert line["level"] == "WARNING"
+    assert line["request_id"] == "lb-77aa"
+
+
 def test_a_request_without_a_usable_id_gets_a_new_one(
     client: Client, log_lines: io.StringIO
 ) -> None:

@@ -1,7 +1,8 @@
 """``manage.py apiclient_create NAME --scopes send,campaigns [--senders U ...] [--operator]``:
 issue an API client and print its bearer token, once (only its hash is stored), so a scripted
 deployment can bootstrap itself without the admin. ``--senders`` bound a ``send`` or ``campaigns``
-client; a ``users`` client (the consumer backend) acts as any user and needs none."""
+client, which needs at least one (without, every send would answer 404); a ``users`` client (the
+consumer backend) acts as any user and needs none."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ class Command(BaseCommand):
             raise CommandError("the name must be 1 to 100 characters")
         if ApiClient.objects.filter(name=name).exists():
             raise CommandError(f"an API client named {name!r} exists already")
+        bounded = sorted({"send", "campaigns"} & set(scopes))
+        if bounded and not options["senders"]:
+            raise CommandError(
+                f"a {' and '.join(bounded)} client needs --senders (the uids it acts as)"
+            )
         if any(uid <= 0 or uid >= 1 << 63 for uid in options["senders"]):
             raise CommandError("sender uids must be between 1 and 2^63-1")
         _, token = api_client_create(

@@ -1,8 +1,9 @@
 """What the campaign control commands share (``campaign_pause``, ``_resume``, ``_cancel``,
 ``_recall``): the same actions as the admin's buttons (``bulk.admin_views.ACTIONS``, which call
 ``bulk.services`` and ``messaging.services.message_recall`` as the API does), one line per
-campaign or ``--json``, and a non-zero exit naming every campaign that was not found or whose
-status does not allow the action.
+campaign served or ``--json``, and a non-zero exit with ONE line on stderr naming every campaign
+that was not found or whose status does not allow the action, and why (the other ids of the same
+call are still served).
 
     manage.py campaign_pause ID [ID ...] [--json]      (ids may also be comma-separated)
 
@@ -61,11 +62,15 @@ class CampaignActionCommand(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         results = [apply(self.action, pk) for pk in options["campaign_ids"]]
+        failed = [r for r in results if not r.ok]
         if options["json"]:
             self.stdout.write(json.dumps([r.as_json() for r in results], default=str, indent=2))
-        else:
-            for result in results:
-                (self.stdout if result.ok else self.stderr).write(result.text)
-        failed = [str(r.campaign_id) for r in results if not r.ok]
+            if failed:  # the reasons are in the JSON; the exit status and one line say so
+                ids = ", ".join(str(r.campaign_id) for r in failed)
+                raise CommandError(f"not {self.done}: campaign {ids}")
+            return
+        for result in results:
+            if result.ok:
+                self.stdout.write(result.text)
         if failed:
-            raise CommandError(f"not {self.done}: campaign {', '.join(failed)}")
+            raise CommandError(" ".join(r.text for r in failed))

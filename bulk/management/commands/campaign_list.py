@@ -3,7 +3,9 @@
 The newest campaigns first, at most ``--limit`` (default 50), filtered by status and sender (list
 flags take commas, repeats or several values: infra/cli.py). A table (id, status, channel,
 sender, processed of total, delivered, skipped, failed, created, name), or with ``--json`` a list
-of the API's campaign bodies (``GET /campaigns/{id}``).
+of the API's campaign bodies (``GET /campaigns/{id}``). Skipped is the recipients the quota or a
+block held back, so that delivered + skipped + failed reach the total: an uploaded list's invalid
+and repeated lines are not recipients (they are outside the total; ``--json`` has each count).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from rich.table import Table
 from bulk.apis import campaign_body
 from bulk.management.commands.campaign_watch import console_for
 from bulk.models import Campaign, CampaignStatus
-from bulk.selectors import skipped_by_reason
 from infra.cli import CommaList, positive_id
 
 COLUMNS = ("id", "status", "channel", "sender", "processed", "delivered", "skipped", "failed")
@@ -47,7 +48,7 @@ def campaigns(statuses: list[str], senders: list[int], limit: int) -> QuerySet[C
 
 
 def row(campaign: Campaign) -> list[str]:
-    skipped = sum(skipped_by_reason(campaign).values())
+    skipped = campaign.skipped_quota + campaign.skipped_blocked  # recipients held back
     return [
         str(campaign.pk),
         campaign.status,

@@ -68,6 +68,8 @@ def watch(
     """Poll the campaign and redraw the bar until it ends (or pauses, with ``exit_on_pause``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     reported_pause = ""
+    if not Campaign.objects.filter(pk=campaign_id).exists():  # before any bar is drawn
+        raise CommandError(f"No campaign {campaign_id}.")
     with Progress(*_columns(), console=console) as bar:
         task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
         while True:
