@@ -7,8 +7,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +19,7 @@ from django.test import Client
 
 from infra.logs import RequestIdFilter
 from tests.bulk.helpers import Uids, body, campaigns_api, follow, progress, shop
+from tests.config.test_asgi import database_url, free_port, wait_listening
 from tests.conftest import ROOT, wait_for
 
 
@@ -131,3 +134,34 @@ def test_a_task_the_request_started_logs_the_requests_id(
     lines = [json.loads(x) for x in capfd.readouterr().err.splitlines() if x.startswith("{")]
     traced = [r for r in lines if r["request_id"] == "campaign-req-77"]
     assert any("succeeded" in r["message"] for r in traced), lines[-5:]
+
+
+def test_gunicorns_own_lines_are_json_lines_under_a_supervisor() -> None:
+    """gunicorn reads gunicorn.conf.py from the project root: the master's lines (booting a
+    worker, signals, shutting down) leave as JSON like the application's (stderr is a pipe)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
+    cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--no-control-socket"]
+    env = {k: v for k, v in os.environ.items() if k != "LOG_FORMAT"}
+    env["DATABASE_URL"] = database_url()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    try:
+        wait_listening(proc, port)
+        wait_for(lambda: _healthz(port))  # a worker booted and serves
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.strip()]  # all JSON
+    own = [line for line in lines if line["logger"] == "gunicorn.error"]
+    assert {"Booting worker", "Shutting down: Master"} <= {
+        line["message"].split(" with ")[0] for line in own
+    }
+    assert all(line["request_id"] == "-" and line["time"].endswith("+00:00") for line in own)
+
+
+def _healthz(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False

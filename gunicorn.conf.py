@@ -1,0 +1,21 @@
+"""gunicorn's settings file, read by gunicorn from the directory it starts in: the project root,
+where every command of docs/operations.md starts it.
+
+gunicorn's own lines (the master starting, booting and stopping workers, signals) leave through
+Missive's one log handler (infra/logs.py): JSON lines with ``time``, ``level``, ``logger`` and
+``request_id`` under a supervisor, like every other line of the API, or plain lines at a
+terminal (``LOG_FORMAT`` overrides either way). gunicorn's access log stays off: the request
+middleware writes one access line per request, with its request id, at ``LOG_LEVEL=INFO``.
+"""
+
+import os
+
+from infra.logs import default_format, logging_config
+
+logconfig_dict = {
+    **logging_config(os.environ.get("LOG_FORMAT") or default_format(), "WARNING"),
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "propagate": True},  # the master's lines, to root
+        "gunicorn.access": {"level": "INFO", "propagate": False},
+    },
+}
