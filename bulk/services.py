@@ -45,6 +45,7 @@ from bulk.models import (
     CampaignBatch,
     CampaignStatus,
     Channel,
+    SenderPolicy,
 )
 from infra.dbrouter import PRIMARY, read_replica
 from infra.taskref import TaskRef
@@ -491,3 +492,25 @@ def _kick(campaign: Campaign) -> None:
     pending.update(enqueued_at=timezone.now())
     enqueue_batches(campaign.channel, batches)
     ledger.maybe_finish(campaign.pk)
+
+
+# -- sender policies ---------------------------------------------------------------------------
+POLICY_FIELDS = ("per_receiver_limit", "per_receiver_period_s", "daily_budget", "priority_allowed")
+
+
+def sender_policy_set(*, sender_uid: int, changes: Mapping[str, int | bool]) -> SenderPolicy:
+    """Change a sender's policy (created with the defaults first: a cap of 1 a day, no budget, no
+    priority channel); every batch reads it, so the next batch of a running campaign follows."""
+    unknown = set(changes) - set(POLICY_FIELDS)
+    if unknown:
+        raise InvalidInput(f"Unknown policy field(s): {', '.join(sorted(unknown))}.")
+    if any(isinstance(v, int) and not isinstance(v, bool) and v < 0 for v in changes.values()):
+        raise InvalidInput("Policy numbers cannot be negative.")
+    if changes.get("per_receiver_period_s") == 0:
+        raise InvalidInput("The per-receiver period must be at least one second.")
+    with transaction.atomic():
+        policy, _ = SenderPolicy.objects.select_for_update().get_or_create(sender_uid=sender_uid)
+        for name, value in changes.items():
+            setattr(policy, name, value)
+        policy.save()
+    return policy
