@@ -263,6 +263,19 @@ def services(action: str, name: str) -> None:
     )
 
 
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py *args`` in a process of its own, ``env`` over the test environment."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
     """Poll until ``predicate()`` is truthy; fail the test with a clear message otherwise."""
     deadline = time.monotonic() + timeout

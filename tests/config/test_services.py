@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 
 import pytest
 from django.core.checks import run_checks
@@ -17,7 +14,7 @@ from infra import hbase
 from infra.redis import get_redis
 from messaging import selectors
 from messaging.models import Follow, Message
-from tests.conftest import ROOT, wait_for
+from tests.conftest import manage, wait_for
 
 
 @pytest.mark.django_db
@@ -106,17 +103,6 @@ def test_a_broker_that_does_not_answer_stops_a_command_in_one_sentence() -> None
     assert "Traceback" not in done.stderr
     assert "(missive.E007) CELERY_BROKER_URL names 127.0.0.1:1 but no broker answers there" in (
         done.stderr
-    )
-
-
-def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
 
 

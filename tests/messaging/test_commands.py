@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from io import StringIO
@@ -20,7 +17,7 @@ from messaging.management.commands import follows_import
 from messaging.models import Follow, Message
 from storage import msgkey, partitions
 from storage.partitions import Month
-from tests.conftest import ROOT
+from tests.conftest import manage
 
 Uids = Callable[[int], list[int]]
 
@@ -29,18 +26,6 @@ def run(*args: str) -> str:
     out = StringIO()
     call_command(*args, stdout=out)
     return out.getvalue()
-
-
-def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 # -- content_partitions ----------------------------------------------------------------------------
