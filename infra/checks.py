@@ -96,7 +96,7 @@ def check_databases(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
             health.database(alias)()
         except Exception as exc:
             where = f"{db.get('HOST')}:{db.get('PORT') or 3306}"
-            msg = f"{setting} names {where} but no database answers there ({type(exc).__name__})"
+            msg = f"{setting} names {where} but cannot connect there ({_why(exc)})"
             if alias == "default":
                 found.append(Error(msg, id="missive.E006"))
             else:
@@ -118,3 +118,12 @@ def check_broker(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
         msg = f"CELERY_BROKER_URL names {where} but no broker answers there ({type(exc).__name__})"
         return [Error(msg, id="missive.E007")]
     return []
+
+
+def _why(exc: Exception) -> str:
+    """The driver's code and text when it gave them (MySQL's ``(1045, "Access denied ...")``,
+    ``(2003, "Can't connect ...")``, ``(1049, "Unknown database ...")``: never a password), else
+    the exception's class."""
+    if len(exc.args) == 2 and isinstance(exc.args[0], int):
+        return f"{type(exc).__name__} {exc.args[0]}: {exc.args[1]}"
+    return type(exc).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 import pytest
+from django.conf import settings
 from django.core.checks import run_checks
 from django.db import connection
 from django.test import override_settings
@@ -85,9 +86,19 @@ def test_a_primary_database_that_does_not_answer_stops_a_command_in_one_sentence
     done = manage("campaign_list", DATABASE_URL="mysql://missive:missive@127.0.0.1:1/missive")
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
-    assert "(missive.E006) DATABASE_URL names 127.0.0.1:1 but no database answers there" in (
-        done.stderr
-    )
+    assert "(missive.E006) DATABASE_URL names 127.0.0.1:1 but cannot connect there" in done.stderr
+    assert "Can't connect to server" in done.stderr  # the driver's own code and text
+
+
+def test_a_wrong_database_password_is_one_line_that_says_so() -> None:
+    db = settings.DATABASES["default"]
+    url = f"mysql://{db['USER']}:not-the-password@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    done = manage("check", DATABASE_URL=url)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "(missive.E006)" in done.stderr
+    assert "OperationalError 1045: Access denied for user" in done.stderr
+    assert "not-the-password" not in done.stderr
 
 
 def test_a_replica_that_does_not_answer_is_a_warning_not_a_stop() -> None:
