@@ -28,9 +28,7 @@ def static_file(request: HttpRequest, path: str) -> HttpResponseBase:
     found = serve_static(request, path, insecure=True)
     if not isinstance(found, FileResponse):
         return found  # 304, or a 404 raised before
-    whole = HttpResponse(found.getvalue(), status=found.status_code)
-    for header, value in found.items():
-        whole[header] = value
+    whole = HttpResponse(found.getvalue(), status=found.status_code, headers=dict(found.items()))
     found.close()
     return whole
 

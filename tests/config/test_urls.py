@@ -37,3 +37,32 @@ def test_a_static_file_under_asgi_logs_no_warning() -> None:
     assert answer.status == 200
     assert answer.body.startswith(b"/*")
     assert [str(w.message) for w in caught if "iterator" in str(w.message)] == []
+
+
+def test_nothing_outside_the_apps_static_files_is_served(client: Client) -> None:
+    escape = client.get(f"{settings.STATIC_URL}../config/settings.py")
+    assert escape.status_code == 400  # a suspicious path, refused before any lookup
+    assert b"SECRET_KEY" not in escape.content
+    assert client.get(f"{settings.STATIC_URL}admin/css/no-such-file.css").status_code == 404
+    assert client.get(f"{settings.STATIC_URL}config/settings.py").status_code == 404
+
+
+def test_the_schema_and_the_docs_pages_load(client: Client) -> None:
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    assert b"/api/v1/campaigns" in schema.content
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"/api/schema/" in docs.content
+
+
+def test_the_docs_page_needs_no_outside_network(client: Client) -> None:
+    page = client.get("/api/docs/").content.decode()
+    # a closed network still shows the docs
+    assert "cdn." not in page
+    assert "jsdelivr" not in page
+    bundle = f"{settings.STATIC_URL}drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"
+    assert bundle in page
+    served = client.get(bundle)
+    assert served.status_code == 200
+    assert served.content.startswith(b"/*")  # the bundle itself, whole

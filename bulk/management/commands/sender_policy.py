@@ -56,14 +56,11 @@ class Command(BaseCommand):
 
 
 def _changes(options: dict[str, Any]) -> dict[str, int | bool]:
-    changes: dict[str, int | bool] = {
-        name: options[name]
-        for name in ("per_receiver_limit", "per_receiver_period_s", "daily_budget")
-        if options[name] is not None
-    }
-    if options["priority_allowed"] is not None:
-        changes["priority_allowed"] = YES_NO[options["priority_allowed"]]
-    return changes
+    """The policy fields given on the command line (each flag is its field's name)."""
+    given = {name: options[name] for name in services.POLICY_FIELDS if options[name] is not None}
+    if "priority_allowed" in given:
+        given["priority_allowed"] = YES_NO[given["priority_allowed"]]
+    return given
 
 
 def _as_json(policy: SenderPolicy) -> dict[str, Any]:
