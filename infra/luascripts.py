@@ -6,9 +6,11 @@ script calls, which halved fan-out against one Redis (0.50, ``scripts/bench_scal
 ``call_by_slot`` runs the same per-slot script for all the slots one primary serves in ONE call
 (Redis 7's ``allow-cross-slot-keys`` script flag; ``lua/_per_node.lua`` wraps the script's text
 unchanged), so a batch costs one call per primary; a group whose slot the node does not serve
-(a stale slot map, a slot moving) is skipped there, with nothing written, and sent again on its
-own. Each group keeps its own keys (its own exactly-once marker included), so a group gives the
-same result whichever way it ran.
+(a stale slot map, a slot moving) raises there on its first key, is answered ``false`` and is sent
+again on its own. Each group keeps its own keys (its own exactly-once marker included), so a group
+gives the same result whichever way it ran. The contract for a script run this way: it reads
+every key it writes before its first write, so a group that raises has written nothing
+(``tests/infra/test_redis_cluster.py``: a half-migrated slot).
 """
 
 from __future__ import annotations

@@ -30,9 +30,10 @@ from bulk.models import Campaign, ChannelSetting
 from infra import checks
 from infra import redis as config_redis
 from infra.outages import store_unavailable
-from infra.redis import get_redis, primaries
+from infra.redis import get_redis, primaries, slot_tag, user_slot
 from infra.redis_mux import ClusterMux
 from storage.counters import keys as unread_keys
+from storage.counters import lua as counter_scripts
 from storage.counters.store import unread_incr_many, unread_summary
 from tests.bulk.helpers import Scenario, _assert_unread_is_one_each, business_with_followers, launch
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status, reconnecting
@@ -108,6 +109,124 @@ def test_a_batch_on_a_stale_slot_map_still_counts_each_owner_once(
     for uid in owners:
         by_master[client.get_node_from_key(unread_keys.unread(uid)).name] += 1
     assert all(n > 0 for n in by_master.values()), by_master  # the batch really spanned them
+
+
+def owners_in_slot(slot: int, count: int, start: int = 2_000_000_000) -> list[int]:
+    """``count`` uids whose per-user keys live in ``slot`` (no database rows: counters only)."""
+    found: list[int] = []
+    uid = start
+    while len(found) < count:
+        if user_slot(uid) == slot:
+            found.append(uid)
+        uid += 1
+    return found
+
+
+def node_of(slot: int) -> Any:
+    """The primary serving ``slot``, as the cluster says now (the client's map refreshed)."""
+    client: Any = get_redis()
+    client.nodes_manager.initialize()
+    return client.nodes_manager.slots_cache[slot][0]
+
+
+def slots_of(node: Any) -> list[int]:
+    cache = get_redis().nodes_manager.slots_cache  # type: ignore[attr-defined]
+    return [s for s in range(16384) if cache[s][0].name == node.name]
+
+
+def keys_in(node: Any, slot: int) -> list[str]:
+    found = node.redis_connection.execute_command("CLUSTER GETKEYSINSLOT", slot, 10_000)
+    return [k if isinstance(k, str) else k.decode() for k in found]
+
+
+def set_slot(slot: int, *args: str) -> None:
+    for node in primaries():
+        node.redis_connection.execute_command("CLUSTER SETSLOT", slot, *args)
+
+
+def migrate(source: Any, target: Any, keys: list[str]) -> None:
+    source.redis_connection.execute_command(
+        "MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys
+    )
+
+
+def move_slot(slot: int, source: Any, target: Any) -> None:
+    """Hand ``slot`` and its keys from ``source`` to ``target`` as ``redis-cli --cluster
+    reshard`` does: IMPORTING / MIGRATING, MIGRATE of every key, then NODE on every master."""
+    target_id = target.redis_connection.execute_command("CLUSTER MYID")
+    source_id = source.redis_connection.execute_command("CLUSTER MYID")
+    target.redis_connection.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+    source.redis_connection.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    left = keys_in(source, slot)
+    if left:
+        migrate(source, target, left)
+    set_slot(slot, "NODE", target_id)
+
+
+def test_a_group_in_a_migrating_slot_writes_nothing_until_it_runs_whole(
+    uids: Callable[..., Any],
+) -> None:
+    """A batch's groups run in one call per primary (``_per_node.lua``); a group whose slot is
+    half moved (one owner's counts already on the new node) raises on that owner's read before
+    anything of the group is written, the group answers ``false`` and the rest of the call runs.
+    Sent again once the slot has moved, with the client's map still naming the old node, every
+    owner is counted once."""
+    first, second = primaries()[:2]
+    slot, stable = slots_of(first)[:2]
+    a, b = owners_in_slot(slot, 2)
+    (c,) = owners_in_slot(stable, 1)
+
+    def count(marker: str) -> int:
+        return unread_incr_many(
+            owner_uids=[a, b, c], peer_uid=7, category="business", marker=marker
+        )
+
+    assert count("m0") == 3
+    target_id = second.redis_connection.execute_command("CLUSTER MYID")
+    source_id = first.redis_connection.execute_command("CLUSTER MYID")
+    moved = False
+    try:
+        second.redis_connection.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+        first.redis_connection.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+        migrate(first, second, [unread_keys.unread(b)])  # b is on the new node, a not yet
+
+        text = counter_scripts.registry.per_node_script("incr_many").script
+        groups = [
+            [unread_keys.applied_marker_in(slot_tag(slot), "m1"), *unread_keys.unread_many([a, b])],
+            [unread_keys.applied_marker_in(slot_tag(stable), "m1"), unread_keys.unread(c)],
+        ]
+        for honour_marker in ("1", "0"):  # without one, the script's first write is to an owner
+            argv: list[Any] = [5, 7, "business", 1, honour_marker, 3600]
+            for group in groups:
+                argv += [len(group), *group]
+            reply = first.redis_connection.eval(text, 1, groups[1][0], *argv)
+            assert reply == [None, 1]  # the half-moved group refused, the other one counted
+            assert first.redis_connection.hget(unread_keys.unread(a), "t") == b"1"  # a untouched
+            here = keys_in(first, slot)
+            assert unread_keys.unread(a) in here
+            assert groups[0][0] not in here  # nor its marker taken
+
+        migrate(first, second, here)
+        set_slot(slot, "NODE", target_id)
+        moved = True
+        client: Any = get_redis()
+        client.nodes_manager.slots_cache[slot] = [first]  # this process's map: still the old node
+        assert count("m1") == 2  # c: done before, under the same marker
+        assert count("m1") == 0
+        assert {u: unread_summary(u).total for u in (a, b, c)} == {a: 2, b: 2, c: 3}
+    finally:
+        if moved:
+            move_slot(slot, second, first)
+        else:  # stopped half way: the moved key comes back (ASKING: second only imports it)
+            first.redis_connection.execute_command("CLUSTER SETSLOT", slot, "STABLE")
+            pipe = second.redis_connection.pipeline(transaction=False)
+            pipe.execute_command("ASKING")
+            pipe.execute_command(
+                "MIGRATE", first.host, first.port, "", 0, 5000, "KEYS", unread_keys.unread(b)
+            )
+            pipe.execute()
+            set_slot(slot, "STABLE")
+    assert node_of(slot).name == first.name
 
 
 def test_the_fast_path_client_routes_by_slot_and_follows_a_new_map(

@@ -7,24 +7,36 @@
 -- In the common case one HMGET and one HSET per owner, the new totals computed here (a bulk
 -- batch spends most of its Redis time in this loop: 4.7 → 3.9 ms of server time per 1,000 new
 -- owners, 5.0 → 4.2 when half of them already hold counts, measured).
+-- Every key is read before the first write (the owners' hashes, then the marker): on a Redis
+-- Cluster a key this node cannot serve (a slot that moved, or is migrating with that key gone)
+-- raises on its read, so a group either fails with nothing written or runs whole, and the
+-- per-node driver (infra/lua/_per_node.lua) needs no check of its own before it.
 -- Returns the number of owners changed (0 when the marker says it was already applied).
+local peer_field, kind_field = 'p:' .. ARGV[1], 'k:' .. ARGV[1]
+local category, delta = ARGV[2], tonumber(ARGV[3])
+local category_field = 'c:' .. category
+local read = {}
+for i = 2, #KEYS do
+  read[i] = redis.call('HMGET', KEYS[i], peer_field, kind_field, 't', category_field)
+end
 if ARGV[4] == '1' then
   if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[5]) then
     return 0
   end
 end
-local peer_field, kind_field = 'p:' .. ARGV[1], 'k:' .. ARGV[1]
-local category, delta = ARGV[2], tonumber(ARGV[3])
-local category_field = 'c:' .. category
-
 -- Zero fields are deleted, so the hash holds only what is unread.
 local function put(key, field, value)
   if value == 0 then redis.call('HDEL', key, field) else redis.call('HSET', key, field, value) end
 end
 
+local done = {}
 for i = 2, #KEYS do
   local key = KEYS[i]
-  local got = redis.call('HMGET', key, peer_field, kind_field, 't', category_field)
+  local got = read[i]
+  if done[key] then  -- an owner named twice: its first count is written, read it again
+    got = redis.call('HMGET', key, peer_field, kind_field, 't', category_field)
+  end
+  done[key] = true
   local old = tonumber(got[1] or '0')
   local new = math.max(old + delta, 0)
   local old_category = got[2] or category
