@@ -17,8 +17,9 @@ reading MySQL (``probe``), which is what lets ``apply`` decide about entries it 
 always correct.
 
 Redis Cluster: every script but ``generations`` takes one owner's keys (one slot); ``generations``
-reads many owners: one group per slot (``infra.redis.by_user_slot``), the groups of each primary in
-one call (``ScriptRegistry.call_by_slot``); once in all on a single Redis.
+reads many owners and writes nothing: one call per primary over the owners of all its slots
+(``ScriptRegistry.read_by_node``; one group per slot when a slot is moving); once in all on a
+single Redis.
 
 The HBase index (``cl:hbi:{u:<uid>}``, writer.py): which owners may have an HBase row, so a bulk
 push reads HBase metas only for those; trusted only in the Redis run it was completed in
@@ -129,8 +130,8 @@ class BulkProbe:
 
 def probe_bulk(owners: list[int]) -> BulkProbe:
     """Every owner's generation and HBase flag, and the index's trust marker: one script call
-    on one Redis; on a cluster one per primary for every slot it serves
-    (``ScriptRegistry.call_by_slot``), then a GET of the marker; then the Redis run, read after
+    on one Redis; on a cluster one per primary over every slot it serves
+    (``ScriptRegistry.read_by_node``), then a GET of the marker; then the Redis run, read after
     them (a restart or failover in between makes the index untrusted for this push, never the
     reverse)."""
     generations: dict[int, str | None] = {}
@@ -142,9 +143,8 @@ def probe_bulk(owners: list[int]) -> BulkProbe:
     else:
         groups = by_user_slot(owners)
         keyed = {slot: _probe_keys(group) for slot, group in groups.items()}
-        replies = lua.registry.call_by_slot("generations", keyed, ["0"])
-        for slot, group in groups.items():
-            _collect(group, replies[slot], generations, indexed)
+        for slots, found in lua.registry.read_by_node("generations", keyed, ["0"]):
+            _collect([o for slot in slots for o in groups[slot]], found, generations, indexed)
         marker = get_redis().get(keys.HBASE_INDEX_TRUSTED)
     trusted = marker is not None and marker.decode() == run_id()
     return BulkProbe(generations, indexed if trusted else None)

@@ -30,8 +30,11 @@ from bulk.models import Campaign, ChannelSetting
 from infra import checks
 from infra import redis as config_redis
 from infra.outages import store_unavailable
-from infra.redis import get_redis, primaries, slot_tag, user_slot
+from infra.redis import by_user_slot, get_redis, primaries, slot_tag, user_slot
 from infra.redis_mux import ClusterMux
+from storage.convcache import keys as cache_keys
+from storage.convcache import lua as cache_scripts
+from storage.convcache.redis_tier import probe_bulk
 from storage.counters import keys as unread_keys
 from storage.counters import lua as counter_scripts
 from storage.counters.store import unread_incr_many, unread_summary
@@ -227,6 +230,42 @@ def test_a_group_in_a_migrating_slot_writes_nothing_until_it_runs_whole(
             pipe.execute()
             set_slot(slot, "STABLE")
     assert node_of(slot).name == first.name
+
+
+def test_a_read_only_script_runs_once_per_primary_and_per_slot_on_a_stale_map(
+    uids: Callable[..., Any],
+) -> None:
+    """``read_by_node`` (a fan-out batch's conversation-cache probe): one call per primary over
+    all its slots' keys; on a map that puts every slot on one master, that master refuses the
+    keys it does not serve and those slots run one group each, where they are. Every owner's
+    answer is the same either way."""
+    owners = uids(600)
+    client: Any = get_redis()
+    cached = {u: f"g{u}" for u in owners[::3]}
+    for uid, generation in cached.items():
+        client.hset(cache_keys.entries(uid), "_g", generation)
+    groups = by_user_slot(owners)
+    named = {
+        slot: [k for u in group for k in (cache_keys.entries(u), cache_keys.hbase_indexed(u))]
+        for slot, group in groups.items()
+    }
+
+    def calls() -> int:
+        return len(cache_scripts.registry.read_by_node("generations", named, ["0"]))
+
+    assert calls() == 3
+    assert probe_bulk(owners).generations == cached
+    manager = client.nodes_manager
+    first = primaries()[0]
+    try:
+        for slot in list(manager.slots_cache):
+            manager.slots_cache[slot] = [first]
+        assert probe_bulk(owners).generations == cached
+        for slot in list(manager.slots_cache):
+            manager.slots_cache[slot] = [first]
+        assert calls() > 3  # the slots the stale map misplaced ran one group each
+    finally:
+        manager.initialize()
 
 
 def test_the_fast_path_client_routes_by_slot_and_follows_a_new_map(

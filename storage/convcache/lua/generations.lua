@@ -6,8 +6,9 @@
 -- (0-based, in KEYS order), its cache generation (``_g``, false without a cached list) and its
 -- flag (false without an HBase row). A bulk batch's owners mostly have neither, so the reply is
 -- short (4,000 owners: ~8,000 nil replies fewer to encode and parse). No burst counting (a bulk
--- batch adds one new peer per recipient). On Redis Cluster its caller sends one call per slot
--- (redis_tier.probe_bulk), without the marker: an owner's two keys share its slot.
+-- batch adds one new peer per recipient). On Redis Cluster its caller sends one call per primary
+-- over the owners of all its slots (redis_tier.probe_bulk, infra.luascripts.read_by_node),
+-- without the marker. It writes nothing, which is what lets it run that way.
 local out = {}
 local first = 1
 if ARGV[1] == '1' then
