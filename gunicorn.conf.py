@@ -15,7 +15,11 @@ from infra.logs import default_format, logging_config
 logconfig_dict = {
     **logging_config(os.environ.get("LOG_FORMAT") or default_format(), "WARNING"),
     "loggers": {
-        "gunicorn.error": {"level": "INFO", "propagate": True},  # the master's lines, to root
+        # the master's lines; its handler is also each worker's: uvicorn's worker class copies
+        # gunicorn.error's handlers onto ``uvicorn.error`` and stops it propagating, so without a
+        # handler of its own here a worker's start and stop ("Application startup complete",
+        # what a supervisor or a benchmark waits for) were lost
+        "gunicorn.error": {"level": "INFO", "handlers": ["console"], "propagate": False},
         "gunicorn.access": {"level": "INFO", "propagate": False},
     },
 }

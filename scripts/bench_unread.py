@@ -168,7 +168,7 @@ def start_gunicorn(port: int, workers: int, log: Path) -> subprocess.Popen[bytes
         if log.read_text(errors="replace").count("Application startup complete") >= workers:
             return proc
         time.sleep(0.2)
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)  # the master and its workers (a session of their own)
     raise RuntimeError(f"gunicorn did not start; its log: {log}")
 
 

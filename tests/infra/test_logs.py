@@ -138,7 +138,9 @@ def test_a_task_the_request_started_logs_the_requests_id(
 
 def test_gunicorns_own_lines_are_json_lines_under_a_supervisor() -> None:
     """gunicorn reads gunicorn.conf.py from the project root: the master's lines (booting a
-    worker, signals, shutting down) leave as JSON like the application's (stderr is a pipe)."""
+    worker, signals, shutting down) and each worker's own (its application started: what a
+    supervisor or a benchmark waits for) leave as JSON like the application's (stderr is a
+    pipe)."""
     port = free_port()
     cmd = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-b", f"127.0.0.1:{port}"]
     cmd += ["-w", "1", "-k", "uvicorn_worker.UvicornWorker", "--no-control-socket"]
@@ -157,6 +159,8 @@ def test_gunicorns_own_lines_are_json_lines_under_a_supervisor() -> None:
         line["message"].split(" with ")[0] for line in own
     }
     assert all(line["request_id"] == "-" and line["time"].endswith("+00:00") for line in own)
+    worker = [line["message"] for line in lines if line["logger"] == "uvicorn.error"]
+    assert "Application startup complete." in worker, lines
 
 
 def _healthz(port: int) -> bool:
