@@ -65,6 +65,7 @@ from infra.outages import store_unavailable, stores_answer
 from infra.redis import clustered, user_slot
 from messaging.selectors import blocked_receivers, broadcast_category
 from messaging.services import deliver_many
+from storage.counters.store import Sequenced
 
 log = logging.getLogger(__name__)
 BATCHES_PER_PLAN_STEP = 20
@@ -337,7 +338,7 @@ def _fan_out(campaign: Campaign, batch: CampaignBatch, token: str) -> BatchResul
         receiver_uids=allowed,
         msgkey=campaign.msgkey or 0,
         category=category,
-        marker=f"b:{campaign.pk}:{batch.index}",
+        marker=Sequenced(f"b:{campaign.pk}", batch.index),
     )
     return BatchResult(
         len(allowed), len(admission.capped), len(blocked), deferred=admission.deferred

@@ -50,6 +50,7 @@ from infra.redis import get_redis
 from infra.taskref import TaskRef
 from messaging.models import Message, MessageStatus
 from messaging.services import copies_recall_many
+from storage.counters.store import Sequenced
 from storage.inbox import get_inbox
 
 RETRY_IN_S = 5
@@ -99,7 +100,7 @@ def batch_recall(batch_id: int) -> BatchRecall:
         copies,
         sender_uid=campaign.sender_uid,
         msgkey=msgkey,
-        marker=f"r:{campaign.pk}:{batch.index}",
+        marker=Sequenced(f"r:{campaign.pk}", batch.index),
     )
     _record(campaign.pk, batch.index)
     return BatchRecall("recalled", len(live))

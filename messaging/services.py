@@ -50,7 +50,13 @@ from storage.convcache import held, prewarm
 from storage.convcache import writer as convcache
 from storage.counters import keys as counter_keys
 from storage.counters import lua as counters
-from storage.counters.store import unread_add, unread_clear_all, unread_incr_many, unread_set
+from storage.counters.store import (
+    Marker,
+    unread_add,
+    unread_clear_all,
+    unread_incr_many,
+    unread_set,
+)
 from storage.events import publish_into
 from storage.inbox import InboxEntry, get_inbox
 from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
@@ -109,7 +115,7 @@ def deliver_many(
     receiver_uids: Sequence[int],
     msgkey: int,
     category: str,
-    marker: str,
+    marker: Marker,
     with_outbox: bool = False,
     sender_category: str | None = None,
 ) -> None:
@@ -329,7 +335,7 @@ def _recall_copies(message: Message, receiver_uid: int) -> None:
 
 
 def copies_recall_many(
-    copies: Sequence[InboxEntry], *, sender_uid: int, msgkey: int, marker: str
+    copies: Sequence[InboxEntry], *, sender_uid: int, msgkey: int, marker: Marker
 ) -> list[InboxEntry]:
     """Recall copies of one message from their owners' timelines, exactly once: the unread ones
     are counted down (before the flags, under ``marker``: a retry after a crash between the two
@@ -347,7 +353,7 @@ def copies_recall_many(
     return live
 
 
-def _count_down(copies: Sequence[InboxEntry], sender_uid: int, msgkey: int, marker: str) -> None:
+def _count_down(copies: Sequence[InboxEntry], sender_uid: int, msgkey: int, marker: Marker) -> None:
     """Unread copies (received, past their owner's read position) down by one, per category."""
     owners = [c.owner for c in copies if c.counts_as_unread]
     positions = read_positions(owners, sender_uid)

@@ -52,3 +52,13 @@ def applied_marker(name: str) -> str:
 def applied_marker_in(tag: str, name: str) -> str:
     """The same marker for the owners of one cluster slot: ``tag`` hashes to that slot."""
     return f"unread:applied:{tag}:{name}"
+
+
+def applied_bits(series: str) -> str:
+    """The markers of a numbered series of changes (a campaign's batches), one bit each."""
+    return f"unread:appliedbits:{{{series}}}"
+
+
+def applied_bits_in(tag: str, series: str) -> str:
+    """The same bitmap for the owners of one cluster slot: ``tag`` hashes to that slot."""
+    return f"unread:appliedbits:{tag}:{series}"

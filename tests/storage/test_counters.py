@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from infra.redis import get_redis
+from infra.redis import by_user_slot, clustered, get_redis, primaries
 from storage.counters import keys
 from storage.counters.store import (
+    MARKER_TTL_S,
+    SLICES,
     Replaced,
+    Sequenced,
     unread_add,
     unread_clear_all,
     unread_for_peers,
@@ -60,6 +63,40 @@ def test_incr_many_with_a_marker_applies_once(uids: Uids) -> None:
     assert again == 0
     assert [counters(o) for o in owners] == before
     assert unread_summary(owners[0]).total == 1
+
+
+def test_a_series_of_batches_counts_each_batch_once_in_one_bitmap_a_slot(uids: Uids) -> None:
+    """A campaign's batches as ``Sequenced`` markers: each batch counts once however often it
+    is replayed, and the whole series keeps one marker key per slot (per slice on one Redis),
+    not one per batch, each living a week past the series' last batch."""
+    sender, *owners = uids(401)
+    series = f"b:test{sender}"
+    for seq in (0, 1, 2, 1000, 0, 2, 1000):  # four batches to the same owners, three replayed
+        unread_incr_many(
+            owner_uids=owners, peer_uid=sender, category="business", marker=Sequenced(series, seq)
+        )
+    assert {unread_summary(o).total for o in owners} == {4}
+    marker_keys = _keys(f"unread:appliedbits:*{series}*")
+    slots_or_slices = len(by_user_slot(owners)) if clustered() else SLICES
+    assert len(marker_keys) == slots_or_slices
+    ttl = get_redis().ttl(marker_keys[0])
+    assert MARKER_TTL_S - 60 < ttl <= MARKER_TTL_S
+    assert [
+        unread_incr_many(
+            owner_uids=owners, peer_uid=sender, category="business", marker=Sequenced(series, n)
+        )
+        for n in (1000, 1001)
+    ] == [0, 400]
+
+
+def _keys(pattern: str) -> list[bytes]:
+    client = get_redis()
+    if clustered():
+        found: list[bytes] = []
+        for node in primaries():
+            found += node.redis_connection.keys(pattern)
+        return found
+    return cast("list[bytes]", client.keys(pattern))
 
 
 def test_incr_without_a_marker_counts_every_call(uids: Uids) -> None:

@@ -1,7 +1,8 @@
 -- Count one new message from one peer for many owners, at most once per marker.
 -- KEYS[1]   marker key (ignored when ARGV[4] == '0'); KEYS[2..] unread hashes of owners.
--- ARGV[1] peer uid, ARGV[2] category, ARGV[3] delta, ARGV[4] '1' to honour the marker,
--- ARGV[5] marker ttl seconds.
+-- ARGV[1] peer uid, ARGV[2] category, ARGV[3] delta, ARGV[4] the marker's kind: '0' none, '1' a
+-- key of its own (SET NX), '2' bit ARGV[6] of a series' bitmap (SETBIT: its old value says whether
+-- the change was applied), ARGV[5] the marker's ttl in seconds (a bitmap's renewed each time).
 -- A count never goes below zero. The conversation's whole count is filed under ARGV[2] (``k:``
 -- remembers where it was filed, so a conversation that changed category moves its count).
 -- In the common case one HMGET and one HSET per owner, the new totals computed here (a bulk
@@ -23,6 +24,11 @@ if ARGV[4] == '1' then
   if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[5]) then
     return 0
   end
+elseif ARGV[4] == '2' then
+  if redis.call('SETBIT', KEYS[1], ARGV[6], 1) == 1 then
+    return 0
+  end
+  redis.call('EXPIRE', KEYS[1], ARGV[5])
 end
 -- Zero fields are deleted, so the hash holds only what is unread.
 local function put(key, field, value)
