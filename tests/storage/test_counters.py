@@ -8,7 +8,7 @@ from typing import cast
 from infra.redis import by_user_slot, clustered, get_redis, primaries
 from storage.counters import keys
 from storage.counters.store import (
-    MARKER_TTL_S,
+    SERIES_TTL_S,
     SLICES,
     Replaced,
     Sequenced,
@@ -68,7 +68,7 @@ def test_incr_many_with_a_marker_applies_once(uids: Uids) -> None:
 def test_a_series_of_batches_counts_each_batch_once_in_one_bitmap_a_slot(uids: Uids) -> None:
     """A campaign's batches as ``Sequenced`` markers: each batch counts once however often it
     is replayed, and the whole series keeps one marker key per slot (per slice on one Redis),
-    not one per batch, each living a week past the series' last batch."""
+    not one per batch, each living 30 days from the series' first batch."""
     sender, *owners = uids(401)
     series = f"b:test{sender}"
     for seq in (0, 1, 2, 1000, 0, 2, 1000):  # four batches to the same owners, three replayed
@@ -80,7 +80,7 @@ def test_a_series_of_batches_counts_each_batch_once_in_one_bitmap_a_slot(uids: U
     slots_or_slices = len(by_user_slot(owners)) if clustered() else SLICES
     assert len(marker_keys) == slots_or_slices
     ttl = get_redis().ttl(marker_keys[0])
-    assert MARKER_TTL_S - 60 < ttl <= MARKER_TTL_S
+    assert SERIES_TTL_S - 60 < ttl <= SERIES_TTL_S
     assert [
         unread_incr_many(
             owner_uids=owners, peer_uid=sender, category="business", marker=Sequenced(series, n)

@@ -2,7 +2,8 @@
 -- KEYS[1]   marker key (ignored when ARGV[4] == '0'); KEYS[2..] unread hashes of owners.
 -- ARGV[1] peer uid, ARGV[2] category, ARGV[3] delta, ARGV[4] the marker's kind: '0' none, '1' a
 -- key of its own (SET NX), '2' bit ARGV[6] of a series' bitmap (SETBIT: its old value says whether
--- the change was applied), ARGV[5] the marker's ttl in seconds (a bitmap's renewed each time).
+-- the change was applied), ARGV[5] the marker's ttl in seconds (a bitmap's counted from its first
+-- bit: EXPIRE NX changes nothing once set, so the later bits cost no write to replicate).
 -- A count never goes below zero. The conversation's whole count is filed under ARGV[2] (``k:``
 -- remembers where it was filed, so a conversation that changed category moves its count).
 -- In the common case one HMGET and one HSET per owner, the new totals computed here (a bulk
@@ -28,7 +29,7 @@ elseif ARGV[4] == '2' then
   if redis.call('SETBIT', KEYS[1], ARGV[6], 1) == 1 then
     return 0
   end
-  redis.call('EXPIRE', KEYS[1], ARGV[5])
+  redis.call('EXPIRE', KEYS[1], ARGV[5], 'NX')
 end
 -- Zero fields are deleted, so the hash holds only what is unread.
 local function put(key, field, value)
