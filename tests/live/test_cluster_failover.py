@@ -35,8 +35,15 @@ def fail_over(key: str) -> int:
     replica = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
     replica.execute_command("CLUSTER FAILOVER")
     wait_for(lambda: _text(replica.execute_command("ROLE")[0]) == "master", timeout=30)
-    cluster.nodes_manager.initialize()  # this process's slot map, for the check below
+    # the node this process asks for its slot map learns of the promotion by gossip, a moment
+    # after the replica itself: read the map again until it has (CI once read it too early)
+    wait_for(lambda: _serves(cluster, key, port), timeout=30)
     return port
+
+
+def _serves(cluster: Any, key: str, port: int) -> bool:
+    cluster.nodes_manager.initialize()  # this process's slot map, for the check below
+    return int(cluster.get_node_from_key(key).port) == port
 
 
 def _text(value: bytes | str) -> str:
