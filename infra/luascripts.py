@@ -92,10 +92,13 @@ class ScriptRegistry:
         order; a node that refuses (a slot moved or moving) gives one unit per slot instead
         (``call_by_slot``). On one Redis, one call over every key.
 
-        For a script whose reply follows its keys (an MGET, positions of owners), a merged call
-        runs its body once per node instead of once per slot: in a fan-out batch in slot order
-        (~1,000 slots a batch), the per-slot driver spent ~4.7 µs of a primary's time per slot
-        and call (``scripts/bench_slots.py``: the planner's wave against 3 slots a batch)."""
+        For a script whose reply follows its keys (positions of owners) and whose commands each
+        touch one key (Redis refuses a command whose keys span slots, even here), a merged call
+        runs its body once per node instead of once per slot. A fan-out batch in slot order
+        spans ~1,000 slots: its per-slot groups cost the primaries ~3.5 µs per recipient over a
+        batch in 3 slots, across its three calls; the cache probe, merged, cost as much in the
+        planner's wave as at 3 slots a batch (1.67 against 1.60 µs per recipient,
+        ``scripts/bench_slots.py`` layouts, one run)."""
         if not clustered():
             every = [key for group in groups.values() for key in group]
             return [(list(groups), self.call(name, every, args))]
