@@ -86,6 +86,12 @@ def test_a_batch_spanning_every_slot_counts_once_per_marker(uids: Callable[..., 
     assert {u for u in owners if unread_summary(u).total != 2} == set()
 
 
+def misplace_every_slot(manager: Any, node: Any) -> None:
+    """A stale slot map in this process: every slot on ``node``."""
+    for slot in list(manager.slots_cache):
+        manager.slots_cache[slot] = [node]
+
+
 def test_a_batch_on_a_stale_slot_map_still_counts_each_owner_once(
     uids: Callable[..., Any],
 ) -> None:
@@ -98,12 +104,10 @@ def test_a_batch_on_a_stale_slot_map_still_counts_each_owner_once(
     manager = client.nodes_manager
     first = primaries()[0]
     try:
-        for slot in list(manager.slots_cache):
-            manager.slots_cache[slot] = [first]  # a stale map: one node for every slot
+        misplace_every_slot(manager, first)
         args = {"owner_uids": owners, "peer_uid": 9, "category": "business", "marker": "stale1"}
         assert unread_incr_many(**args) == 600
-        for slot in list(manager.slots_cache):
-            manager.slots_cache[slot] = [first]
+        misplace_every_slot(manager, first)
         assert unread_incr_many(**args) == 0
     finally:
         manager.initialize()
@@ -153,13 +157,19 @@ def migrate(source: Any, target: Any, keys: list[str]) -> None:
     )
 
 
-def move_slot(slot: int, source: Any, target: Any) -> None:
-    """Hand ``slot`` and its keys from ``source`` to ``target`` as ``redis-cli --cluster
-    reshard`` does: IMPORTING / MIGRATING, MIGRATE of every key, then NODE on every master."""
+def begin_move(slot: int, source: Any, target: Any) -> str:
+    """Mark ``slot`` IMPORTING on ``target`` and MIGRATING on ``source``; ``target``'s id."""
     target_id = target.redis_connection.execute_command("CLUSTER MYID")
     source_id = source.redis_connection.execute_command("CLUSTER MYID")
     target.redis_connection.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
     source.redis_connection.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    return target_id if isinstance(target_id, str) else target_id.decode()
+
+
+def move_slot(slot: int, source: Any, target: Any) -> None:
+    """Hand ``slot`` and its keys from ``source`` to ``target`` as ``redis-cli --cluster
+    reshard`` does: IMPORTING / MIGRATING, MIGRATE of every key, then NODE on every master."""
+    target_id = begin_move(slot, source, target)
     left = keys_in(source, slot)
     if left:
         migrate(source, target, left)
@@ -185,12 +195,9 @@ def test_a_group_in_a_migrating_slot_writes_nothing_until_it_runs_whole(
         )
 
     assert count("m0") == 3
-    target_id = second.redis_connection.execute_command("CLUSTER MYID")
-    source_id = first.redis_connection.execute_command("CLUSTER MYID")
     moved = False
     try:
-        second.redis_connection.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
-        first.redis_connection.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+        target_id = begin_move(slot, first, second)
         migrate(first, second, [unread_keys.unread(b)])  # b is on the new node, a not yet
 
         text = counter_scripts.registry.per_node_script("incr_many").script
@@ -258,11 +265,9 @@ def test_a_read_only_script_runs_once_per_primary_and_per_slot_on_a_stale_map(
     manager = client.nodes_manager
     first = primaries()[0]
     try:
-        for slot in list(manager.slots_cache):
-            manager.slots_cache[slot] = [first]
+        misplace_every_slot(manager, first)
         assert probe_bulk(owners).generations == cached
-        for slot in list(manager.slots_cache):
-            manager.slots_cache[slot] = [first]
+        misplace_every_slot(manager, first)
         assert calls() > 3  # the slots the stale map misplaced ran one group each
     finally:
         manager.initialize()
