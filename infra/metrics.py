@@ -87,6 +87,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bulk_outage_waits": ("Batches put back because a store did not answer.", ()),
     "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
     "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
+    "unread_repairs_deferred": (
+        "Unread repairs (counters, group positions) put off: a store they read did not answer.",
+        (),
+    ),
     # gray failures (infra/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
     "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),
     # Celery task outcomes per task (infra/observe.py)

@@ -187,13 +187,13 @@ def big_up_cached(owner_uid: int) -> bool | None:
 
 
 # -- what unread asks of messaging: the truth its counters are rebuilt from (unread/rebuild.py) --
-def conversations_with_unread(owner_uid: int) -> Iterator[tuple[int, str, int]]:
-    """``(peer, category, read_upto)`` of each of the owner's conversations whose last message is
-    past its read position (the others have nothing unread): one read, streamed 2,000 rows at a
-    time."""
+def conversations_with_unread(owner_uid: int) -> Iterator[tuple[int, str, int, int, int]]:
+    """``(peer, category, read_upto, last_msgkey, mtime)`` of each of the owner's conversations
+    whose last message is past its read position (the others have nothing unread): one read,
+    streamed 2,000 rows at a time."""
     return (
         Conversation.objects.filter(owner_uid=owner_uid, last_msgkey__gt=F("read_upto"))
-        .values_list("peer_uid", "category", "read_upto")
+        .values_list("peer_uid", "category", "read_upto", "last_msgkey", "mtime")
         .iterator(chunk_size=2000)
     )
 

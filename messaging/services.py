@@ -52,6 +52,7 @@ from storage.counters import keys as counter_keys
 from storage.counters import lua as counters
 from storage.counters.store import (
     Marker,
+    recount_guard,
     unread_add,
     unread_clear_all,
     unread_incr_many,
@@ -138,6 +139,7 @@ def deliver_many(
         category=category,
         marker=marker,
         client=pipe,
+        msgkey=msgkey,
     )
     stages.lap("unread")
     publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
@@ -389,14 +391,17 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     # Never past the newest message: a read position in the future would hide later messages
     # from unread (the rebuild, recall and delete all compare msgkeys with it).
     upto = conv.last_msgkey if upto_msgkey is None else min(upto_msgkey, conv.last_msgkey)
-    remaining = (
-        0 if upto >= conv.last_msgkey else get_inbox().count_after(owner_uid, peer_uid, upto)
-    )
-    Conversation.objects.filter(pk=conv.pk).update(
-        read_upto=upto, mtime=max(conv.mtime + 1, keys.now_ms())
-    )
+    last, now = conv.last_msgkey, keys.now_ms()
+    remaining = 0 if upto >= last else get_inbox().count_after(owner_uid, peer_uid, upto, last)
+    Conversation.objects.filter(pk=conv.pk).update(read_upto=upto, mtime=max(conv.mtime + 1, now))
     convcache.refresh([(owner_uid, peer_uid)])
-    unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=remaining)
+    unread_set(
+        owner_uid=owner_uid,
+        peer_uid=peer_uid,
+        category=conv.category,
+        count=remaining,
+        counted_upto=recount_guard(last, conv.mtime, now),  # a delivery's count may follow
+    )
     pushes.read_moved(owner_uid=owner_uid, peer_uid=peer_uid, read_upto=upto, unread=remaining)
     return remaining
 

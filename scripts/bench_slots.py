@@ -79,6 +79,7 @@ def phase(args: argparse.Namespace) -> list[dict[str, Any]]:
             "DJANGO_SETTINGS_MODULE": "config.settings",
         }
     )
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG off needs one
     sys.path.insert(0, str(ROOT))
     import django
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from infra.redis import get_redis
 from messaging import selectors as messaging
 from storage.counters import keys
-from storage.counters.store import Replaced, unread_replace
+from storage.counters.store import Replaced, recount_guard, unread_replace
 from storage.inbox import get_inbox
+from storage.msgkey import now_ms
 
 OWNER_CHUNK = 1000
 
@@ -42,12 +43,20 @@ class RebuildStats:
             self.total_drift += replaced.drift
 
 
-def recount(owner_uid: int) -> list[tuple[int, str, int]]:
-    """``(peer, category, unread)`` of every conversation of ``owner_uid`` with unread messages."""
-    inbox = get_inbox()
+def recount(owner_uid: int) -> list[tuple[int, str, int, int]]:
+    """``(peer, category, unread, counted_upto)`` of every conversation of ``owner_uid`` with
+    unread messages. Only entries up to the conversation's ``last_msgkey`` count: a newer entry's
+    delivery has not reached the conversation yet, and its own count follows; one a delivery
+    touched lately is guarded against that delivery's count (``store.recount_guard``)."""
+    inbox, now = get_inbox(), now_ms()
     counts = (
-        (peer, cat, inbox.count_after(owner_uid, peer, upto))
-        for peer, cat, upto in messaging.conversations_with_unread(owner_uid)
+        (
+            peer,
+            cat,
+            inbox.count_after(owner_uid, peer, upto, last),
+            recount_guard(last, mtime, now),
+        )
+        for peer, cat, upto, last, mtime in messaging.conversations_with_unread(owner_uid)
     )
     return [c for c in counts if c[2] > 0]
 

@@ -20,6 +20,13 @@ read position), and nothing else would ever correct them.
   nothing can repair. Each user costs one rebuild per epoch; ``missive_unread_repairs_total``
   counts them.
 - No epoch at all (a new Redis that no check has seen yet) means nothing to repair.
+- **A repair that cannot run** because a store it reads (MariaDB, the inbox's HBase) does not
+  answer is put off, not turned into an error: the read serves the counters as Redis holds them
+  (exact unless Redis lost its last second of writes), the user stays unverified, and their next
+  read repairs. Before, such a read answered 503, so a frozen MariaDB or HBase took the unread
+  fast path down for every user not read since the epoch moved (all of them after a restart):
+  653 of 654 unread reads answered 503 in scripts/fault_drill.py's 30-s MariaDB freeze.
+  ``missive_unread_repairs_deferred_total`` counts them.
 
 A read that races a delivery to the same user while it is being repaired may be off by that one
 message until the user's next repair (the same caveat as ``manage.py unread_rebuild``); reads after
@@ -30,15 +37,19 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable
 
 from infra import metrics
 from infra.redis import get_redis
 from infra.redis import run_id as redis_run_id
+from infra.store_errors import store_unavailable
 from storage.counters import keys
 
 log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
+DEFERRED_LOG_EVERY_S = 10.0  # one line per process per 10 s through an outage, not one per read
+_last_logged = [0.0]
 Rebuild = Callable[[int], object]  # recompute one user's counters from the truth
 _bound: list[Rebuild] = []
 
@@ -85,7 +96,26 @@ def ensure_fresh(uid: int) -> bool:
     epoch, mark = pipe.execute()
     if epoch is None or mark == epoch:
         return False
-    rebuild(uid)
+    try:
+        rebuild(uid)
+    except Exception as exc:
+        if not store_unavailable(exc):
+            raise
+        _deferred(uid, exc)
+        return False
     client.set(keys.verified(uid), epoch, ex=VERIFIED_TTL_S)
     metrics.inc("unread_repairs")
     return True
+
+
+def _deferred(uid: int, exc: BaseException) -> None:
+    metrics.inc("unread_repairs_deferred")
+    now = time.monotonic()
+    if now - _last_logged[0] >= DEFERRED_LOG_EVERY_S:
+        _last_logged[0] = now
+        log.warning(
+            "counters: unread repairs put off (user %s and others) while a store does not "
+            "answer; counters are served as Redis holds them: %r",
+            uid,
+            exc,
+        )

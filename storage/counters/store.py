@@ -27,6 +27,14 @@ from infra.redis import by_user_slot, clustered, get_redis, slot_tag
 from storage.counters import keys, lua
 
 MARKER_TTL_S = 7 * 24 * 3600
+# A recount (``unread_replace``, ``unread_set``'s ``counted_upto``) of a conversation touched this
+# recently may race the delivery that touched it: the delivery writes the inbox and the
+# conversation first and the counters last, so a recount in between counts the message and the
+# delivery's own count would add it again. Such a recount leaves ``r:<peer>`` = the newest msgkey
+# it counted, and incr_many.lua skips that message's count once. Found by scripts/fault_drill.py:
+# a follower read for the first time after the counters' epoch moved, while their batch was
+# between its conversation upsert and its counters, showed unread 2 for one message (1 of 19,802).
+RECOUNT_RACE_WINDOW_MS = 3600 * 1000  # past a lease, its retries and an outage waited out
 BITMAP = "2"  # incr_many.lua's kind of marker: a bit of a series' bitmap
 # A series' bitmap lives this long from its first bit (a campaign longer than that starts new
 # ones): long enough for any batch's retries, and small (~400 B a slot for 2,500 batches).
@@ -66,12 +74,14 @@ def unread_incr_many(
     marker: Marker | None,
     delta: int = 1,
     client: Any = None,
+    msgkey: int = 0,
 ) -> int:
     """Returns how many owners changed (0 on a replay); -1 when queued on a ``client`` pipeline
-    (on one Redis; a cluster runs its calls at once)."""
+    (on one Redis; a cluster runs its calls at once). ``msgkey``: the new message counted, for a
+    delivery (a recount that raced it already counted it: ``RECOUNT_RACE_WINDOW_MS``)."""
     if not owner_uids:
         return 0
-    args = [peer_uid, category, delta, *_marker_args(marker)]
+    args = [peer_uid, category, delta, *_marker_args(marker), msgkey]
     if clustered():  # the slots' calls grouped per primary: a round trip of their own
         groups = {
             slot: [_marker_in(marker, slot_tag(slot)), *keys.unread_many(o)]
@@ -120,8 +130,19 @@ def unread_incr(*, owner_uid: int, peer_uid: int, category: str, marker: str | N
     )
 
 
-def unread_set(*, owner_uid: int, peer_uid: int, category: str, count: int) -> int:
-    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "set", count]))
+def unread_set(
+    *, owner_uid: int, peer_uid: int, category: str, count: int, counted_upto: int = 0
+) -> int:
+    """Set one conversation's count; ``counted_upto``: a recount's ``recount_guard``."""
+    args = [peer_uid, category, "set", count, counted_upto]
+    return int(lua.call("adjust", [keys.unread(owner_uid)], args))
+
+
+def recount_guard(last_msgkey: int, touched_ms: int, now_ms: int) -> int:
+    """What a recount of a conversation passes as ``counted_upto``: its newest message when a
+    delivery touched it within ``RECOUNT_RACE_WINDOW_MS`` (that delivery's count may be on its
+    way), else 0 (nothing to guard; the hash keeps no field for it)."""
+    return last_msgkey if now_ms - touched_ms < RECOUNT_RACE_WINDOW_MS else 0
 
 
 def unread_add(*, owner_uid: int, peer_uid: int, category: str, delta: int) -> int:
@@ -140,9 +161,10 @@ class Replaced:
     drift: int = 0  # sum over conversations of |old count - new count|
 
 
-def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int]]) -> Replaced:
-    """Atomically replace one user's counters with recomputed ``(peer, category, count)``."""
-    args = [v for peer, category, n in counts for v in (peer, category, n)]
+def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int, int]]) -> Replaced:
+    """Atomically replace one user's counters with recomputed ``(peer, category, count,
+    counted_upto)`` (``recount_guard``)."""
+    args = [v for peer, category, n, upto in counts for v in (peer, category, n, upto)]
     old, new, changed, drift = lua.call("replace", [keys.unread(owner_uid)], args)
     return Replaced(int(old), int(new), int(changed), int(drift))
 

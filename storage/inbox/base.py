@@ -91,8 +91,10 @@ class Inbox(ABC):
     def count(self, owner: int, peer: int) -> int:
         return sum(1 for _ in self._keys(owner, peer))
 
-    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
-        return sum(1 for e in self._iter_newer(owner, peer, msgkey) if e.counts_as_unread)
+    def count_after(self, owner: int, peer: int, msgkey: int, upto: int | None = None) -> int:
+        """Unread entries newer than ``msgkey`` (and not newer than ``upto``, when given)."""
+        entries = self._iter_newer(owner, peer, msgkey)
+        return sum(1 for e in entries if e.counts_as_unread and (upto is None or e.msgkey <= upto))
 
     def set_flags(self, entries: Iterable[InboxEntry], flags: int) -> None:
         """Rewrite existing entries with new flags (recall marks both sides' copies)."""

@@ -185,10 +185,11 @@ class HBaseInbox(Inbox):
                 owner: rows[0].msgkey for owner, rows in zip(owners, firsts, strict=True) if rows
             }
 
-    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
-        prefix = conv_prefix(owner, peer)
-        stop = rowkey(owner, peer, msgkey)  # rows before it hold newer msgkeys
-        return sum(1 for e in self._rows(prefix, stop, None) if e.counts_as_unread)
+    def count_after(self, owner: int, peer: int, msgkey: int, upto: int | None = None) -> int:
+        # rows sort newest first: from ``upto``'s own row (inclusive) to ``msgkey``'s (exclusive)
+        start = conv_prefix(owner, peer) if upto is None else rowkey(owner, peer, upto)
+        stop = rowkey(owner, peer, msgkey)
+        return sum(1 for e in self._rows(start, stop, None) if e.counts_as_unread)
 
     def _rows(
         self, start: bytes, stop: bytes, limit: int | None, keys_only: bool = False

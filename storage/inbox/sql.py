@@ -134,12 +134,14 @@ class SqlInbox(Inbox):
     def count(self, owner: int, peer: int) -> int:
         return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
 
-    def count_after(self, owner: int, peer: int, msgkey: int) -> int:
+    def count_after(self, owner: int, peer: int, msgkey: int, upto: int | None = None) -> int:
         where = (
             f"owner_uid = %s AND peer_uid = %s AND msgkey > %s AND direction = {RECEIVED} "
             f"AND (flags & {FLAG_RECALLED}) = 0"
         )
-        return self._scalar(where, [owner, peer, msgkey])
+        if upto is None:
+            return self._scalar(where, [owner, peer, msgkey])
+        return self._scalar(where + " AND msgkey <= %s", [owner, peer, msgkey, upto])
 
     def remove_conversation(self, owner: int, peer: int) -> None:
         with connection.cursor() as cur:

@@ -7,7 +7,8 @@ and resumed with ``thaw`` (always, in a finally).
   within the API deadline; once Redis' circuit breaker is open, at once. After the thaw both
   answer 200 again.
 - MariaDB frozen: a history read answers 503 within the deadline, while the unread fast path,
-  which needs no SQL, still answers 200.
+  which needs no SQL, still answers 200; so does the unread of a user whose counters are due a
+  repair (the counters' epoch moved), which waits for MariaDB.
 
 Latencies are printed (``-s``), not asserted beyond "answered within the deadline plus slack".
 """
@@ -22,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from infra.redis import get_redis
+from storage.counters import keys as counter_keys
 from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import business_with_followers, campaigns_api, launch
@@ -125,3 +128,33 @@ def test_mariadb_frozen_history_is_503_in_time_and_unread_still_answers(
     assert reads[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
     wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
+
+
+def test_mariadb_frozen_a_user_due_a_repair_still_gets_their_unread_then_is_repaired(
+    server: int, uids: Uids
+) -> None:
+    """After the counters' epoch moved (a Redis restart), a user's first read repairs their
+    counters from MariaDB and the inbox; with MariaDB frozen the repair is put off and the read
+    answers the counters Redis holds, not 503."""
+    alice, bob, carol = uids(3)
+    send_api("shop-epoch", [alice]).sent(alice, bob)
+    bff = inbox_api("bff-freeze-epoch")
+    moved = f"moved-{bob}"
+    get_redis().set(counter_keys.EPOCH, moved)  # what check_restart does after a restart
+    assert get(server, f"/users/{carol}/unread", bff.token).status == 200  # the token is cached
+    services("freeze", "mariadb")
+    try:
+        counts = [get(server, f"/users/{bob}/unread", bff.token) for _ in range(3)]
+    finally:
+        services("thaw", "mariadb")
+    report("MariaDB frozen: unread of a user due a repair", counts)
+    assert [(a.status, a.body.get("total")) for a in counts] == [(200, 1)] * 3, counts[0].body
+    assert all(a.seconds < DEADLINE_S + SLACK_S for a in counts)
+    assert get_redis().get(counter_keys.verified(bob)) is None  # still due its repair
+
+    def repaired() -> bool:
+        get(server, f"/users/{bob}/unread", bff.token)  # a read tries the put-off repair
+        return get_redis().get(counter_keys.verified(bob)) == moved.encode()
+
+    wait_for(repaired, timeout=15, every=0.5)
+    assert get(server, f"/users/{bob}/unread", bff.token).body["total"] == 1

@@ -183,7 +183,8 @@ def test_replace_installs_the_new_counts_and_reports_the_drift(uids: Uids) -> No
     unread_set(owner_uid=owner, peer_uid=b, category="followed", count=2)
 
     replaced = unread_replace(
-        owner_uid=owner, counts=[(a, "stranger", 3), (b, "followed", 2), (c, "business", 4)]
+        owner_uid=owner,
+        counts=[(a, "stranger", 3, 0), (b, "followed", 2, 0), (c, "business", 4, 0)],
     )
 
     # a: 5 -> 3 (drift 2), b unchanged, c: 0 -> 4 (drift 4)
@@ -202,7 +203,7 @@ def test_replace_with_nothing_unread_clears_stale_counts(uids: Uids) -> None:
     owner, a = uids(2)
     unread_set(owner_uid=owner, peer_uid=a, category="stranger", count=3)
 
-    replaced = unread_replace(owner_uid=owner, counts=[(a, "stranger", 0)])
+    replaced = unread_replace(owner_uid=owner, counts=[(a, "stranger", 0, 0)])
 
     assert replaced == Replaced(old_total=3, new_total=0, conversations_changed=1, drift=3)
     assert get_redis().exists(keys.unread(owner)) == 0
@@ -211,7 +212,7 @@ def test_replace_with_nothing_unread_clears_stale_counts(uids: Uids) -> None:
 
 def test_counters_stay_exact_after_replace_then_more_changes(uids: Uids) -> None:
     owner, a = uids(2)
-    unread_replace(owner_uid=owner, counts=[(a, "stranger", 2)])
+    unread_replace(owner_uid=owner, counts=[(a, "stranger", 2, 0)])
 
     unread_incr(owner_uid=owner, peer_uid=a, category="followed", marker="after-rebuild")
     unread_add(owner_uid=owner, peer_uid=a, category="followed", delta=-1)

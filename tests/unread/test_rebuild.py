@@ -6,13 +6,16 @@ from collections.abc import Callable
 from io import StringIO
 
 import pytest
+import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from infra.redis import get_redis
 from messaging import services
 from storage.counters import epoch
-from storage.counters.store import unread_incr, unread_set
+from messaging.models import Account
+from storage.counters.store import Sequenced, unread_incr, unread_set
+from storage.msgkey import next_msgkey
 from tests.storage.test_counters import assert_consistent
 from unread import rebuild
 from unread.selectors import unread_summary
@@ -133,3 +136,72 @@ def test_the_counters_epoch_repairs_with_this_rebuild(monkeypatch: pytest.Monkey
     monkeypatch.setattr(epoch, "_bound", [])
     with pytest.raises(RuntimeError, match="bind_rebuild"):
         epoch.ensure_fresh(1)
+
+
+# -- a repair racing a delivery (found by scripts/fault_drill.py) --------------------------------
+def _half_delivered(sender: int, owner: int, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """A campaign batch to ``owner`` stopped at its counters' line (its inbox entry and
+    conversation written, Redis gone before the counts): returns the batch's retry."""
+    msgkey = next_msgkey()
+    Account.objects.create(uid=sender, kind="business", name=f"shop {sender}")
+
+    def deliver() -> None:
+        services.deliver_many(
+            sender_uid=sender,
+            receiver_uids=[owner],
+            msgkey=msgkey,
+            category="business",
+            marker=Sequenced(f"race:{sender}", 0),
+        )
+
+    def redis_gone(**kwargs: object) -> int:
+        raise redis.ConnectionError("Redis went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(services, "unread_incr_many", redis_gone)
+        with pytest.raises(redis.ConnectionError):
+            deliver()
+    return deliver
+
+
+def test_a_repair_between_a_deliverys_writes_and_its_count_counts_the_message_once(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sender, owner = uids(2)
+    retry = _half_delivered(sender, owner, monkeypatch)
+
+    rebuild.unread_rebuild_user(owner)  # the owner's first read after the counters' epoch moved
+    assert unread_summary(owner).by_peer == {sender: 1}
+    retry()  # the batch's count arrives after the repair counted its message
+
+    assert unread_summary(owner).by_peer == {sender: 1}
+    assert set(assert_consistent(owner)) == {"t", "c:business", f"p:{sender}"}
+    send(sender, owner, "later")  # a later message counts as ever
+    assert unread_summary(owner).by_peer == {sender: 2}
+
+
+def test_a_read_between_a_deliverys_writes_and_its_count_leaves_it_read(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sender, owner = uids(2)
+    retry = _half_delivered(sender, owner, monkeypatch)
+
+    assert services.conversation_mark_read(owner_uid=owner, peer_uid=sender) == 0
+    retry()
+
+    assert unread_summary(owner).by_peer == {}
+    send(sender, owner, "later")
+    assert unread_summary(owner).by_peer == {sender: 1}
+    assert_consistent(owner)
+
+
+def test_a_repair_after_the_count_arrived_changes_nothing_and_the_next_message_counts(
+    uids: Uids,
+) -> None:
+    sender, owner = uids(2)
+    send(sender, owner, "1")
+    rebuild.unread_rebuild_user(owner)  # the usual order: the count was there before the repair
+    assert unread_summary(owner).by_peer == {sender: 1}
+    send(sender, owner, "2")
+    assert unread_summary(owner).by_peer == {sender: 2}
+    assert set(assert_consistent(owner)) == {"t", "c:stranger", f"p:{sender}"}

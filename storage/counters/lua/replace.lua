@@ -1,6 +1,8 @@
 -- Replace a user's whole unread hash with recomputed counts (unread_rebuild).
--- KEYS[1] unread hash; ARGV = peer1, category1, count1, peer2, category2, count2, ...
--- (each peer at most once; peers left out have nothing unread).
+-- KEYS[1] unread hash; ARGV = peer1, category1, count1, counted1, peer2, ... (each peer at most
+-- once; peers left out have nothing unread). countedN: the newest msgkey the count includes, when
+-- a delivery of it may still be on its way to this hash ('0': none): kept as ``r:<peer>`` so that
+-- the delivery's own count skips it (incr_many.lua).
 -- Returns {old total, new total, conversations whose count changed, sum of |old - new| over them}.
 local key = KEYS[1]
 local old_total = tonumber(redis.call('HGET', key, 't') or '0')
@@ -11,10 +13,11 @@ for i = 1, #old, 2 do
 end
 redis.call('DEL', key)
 local total, changed, drift, seen, categories = 0, 0, 0, {}, {}
-for i = 1, #ARGV, 3 do
+for i = 1, #ARGV, 4 do
   local n = tonumber(ARGV[i + 2])
   local peer_field = 'p:' .. ARGV[i]
   seen[peer_field] = true
+  if ARGV[i + 3] ~= '0' then redis.call('HSET', key, 'r:' .. ARGV[i], ARGV[i + 3]) end
   if n > 0 then
     redis.call('HSET', key, peer_field, n, 'k:' .. ARGV[i], ARGV[i + 1])
     categories[ARGV[i + 1]] = (categories[ARGV[i + 1]] or 0) + n
