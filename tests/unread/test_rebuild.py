@@ -12,8 +12,8 @@ from django.core.management.base import CommandError
 
 from infra.redis import get_redis
 from messaging import services
-from storage.counters import epoch
 from messaging.models import Account
+from storage.counters import epoch
 from storage.counters.store import Sequenced, unread_incr, unread_set
 from storage.msgkey import next_msgkey
 from tests.storage.test_counters import assert_consistent
