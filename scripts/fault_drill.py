@@ -1,7 +1,7 @@
 """The operator's fault drill: a campaign on a live server through each store frozen or killed.
 
     python scripts/fault_drill.py [--recipients 20000] [--hold 30]
-        [--faults redis,mariadb,hbase-thrift,replica] [--backend hbase] [--clients 1]
+        [--faults redis,mariadb,hbase-thrift,replica,regionserver] [--backend hbase] [--clients 1]
 
 What an operator tries before trusting a deployment (and what issue 20 is judged by), on the
 services of ``scripts/services up``, in a database, Redis databases and HBase table prefix of its
@@ -16,8 +16,8 @@ and ``bulk.daily`` queues and one ``celery beat``. For each fault, in turn:
    list, the campaign's progress, and 1:1 sends (each retried with its ``client_msg_id`` until
    accepted), each request with a 30-s client timeout;
 3. once a quarter is delivered, the store is frozen (``scripts/services freeze``: SIGSTOP,
-   connections open, nothing answers) or, for ``replica``, killed with -9; ``--hold`` seconds
-   later it is thawed (started again);
+   connections open, nothing answers) or, for ``replica`` and ``regionserver`` (the second of
+   HBase's three), killed with -9; ``--hold`` seconds later it is thawed (started again);
 4. once the campaign has finished, every recipient is checked: one inbox entry from the sender,
    one conversation, unread 1; no blocked follower reached; every accepted 1:1 send stored once.
 
@@ -69,6 +69,7 @@ FAULTS = {  # name: (scripts/services action down, action up, service)
     "mariadb": ("freeze", "thaw", "mariadb"),
     "hbase-thrift": ("freeze", "thaw", "hbase-thrift"),
     "replica": ("kill", "start", "mariadb-replica"),
+    "regionserver": ("kill", "start", "hbase-regionserver:2"),  # one of three, its regions move
 }
 
 
