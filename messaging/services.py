@@ -52,7 +52,6 @@ from storage.counters import keys as counter_keys
 from storage.counters import lua as counters
 from storage.counters.store import (
     Marker,
-    recount_guard,
     unread_add,
     unread_clear_all,
     unread_incr_many,
@@ -395,13 +394,7 @@ def conversation_mark_read(*, owner_uid: int, peer_uid: int, upto_msgkey: int | 
     remaining = 0 if upto >= last else get_inbox().count_after(owner_uid, peer_uid, upto, last)
     Conversation.objects.filter(pk=conv.pk).update(read_upto=upto, mtime=max(conv.mtime + 1, now))
     convcache.refresh([(owner_uid, peer_uid)])
-    unread_set(
-        owner_uid=owner_uid,
-        peer_uid=peer_uid,
-        category=conv.category,
-        count=remaining,
-        counted_upto=recount_guard(last, conv.mtime, now),  # a delivery's count may follow
-    )
+    unread_set(owner_uid=owner_uid, peer_uid=peer_uid, category=conv.category, count=remaining)
     pushes.read_moved(owner_uid=owner_uid, peer_uid=peer_uid, read_upto=upto, unread=remaining)
     return remaining
 

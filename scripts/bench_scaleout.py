@@ -6,9 +6,9 @@
 Needs ``scripts/services up`` (MariaDB and its replica :3307, Redis :6379, the Redis Cluster
 :7000-7005, HBase). Three parts, one after another, never two at once:
 1. fan-out: ``scripts/bench_fanout.py`` (SQL inbox, 4 workers) with every data key on the one
-   Redis, then with ``REDIS_CLUSTER=1`` on the cluster; medians of ``--repeat`` runs, each
-   checked exactly-once by the bench itself; on both of bench_fanout's paths, side by side: the
-   cheapest (every recipient new, no cap) and the realistic one (cap 1 a day, 30% with a
+   Redis and with ``REDIS_CLUSTER=1`` on the cluster, in turn (ABAB); medians of ``--repeat`` runs
+   a side, each checked exactly-once by the bench itself; on both of bench_fanout's paths, side by
+   side: the cheapest (every recipient new, no cap) and the realistic one (cap 1 a day, 30% with a
    conversation with the sender, 10% with a cached list, the HBase index rebuilt during the run);
    ``--paths`` picks one (``--realistic``: the realistic one alone);
 2. the unread fast path under load: ``scripts/bench_cluster.py`` (one Redis vs the cluster);
@@ -44,8 +44,9 @@ REPLICA_ENV = {
 
 
 def fanout(args: argparse.Namespace, path: str, extra: dict[str, str]) -> tuple[float, float, str]:
+    """One bench_fanout run: (fan-out rate, raw store rate, exactly-once verdict)."""
     cmd = [sys.executable, str(ROOT / "scripts" / "bench_fanout.py"), "--backends", "sql"]
-    cmd += ["--recipients", str(args.recipients), "--repeat", str(args.repeat)]
+    cmd += ["--recipients", str(args.recipients), "--repeat", "1"]
     if path == "realistic":
         cmd.append("--realistic")
     out = subprocess.run(
@@ -54,9 +55,26 @@ def fanout(args: argparse.Namespace, path: str, extra: dict[str, str]) -> tuple[
     runs = RUN.findall(out)
     if not runs:
         raise SystemExit(f"bench_fanout printed no run line:\n{out}")
-    rates = [float(r[1].replace(",", "")) for r in runs]
-    raws = [float(r[2].replace(",", "")) for r in runs]
-    once = "OK" if all(r[3] == "OK" for r in runs) else "FAILED"
+    rate, raw, once = runs[-1][1:4]
+    return float(rate.replace(",", "")), float(raw.replace(",", "")), once
+
+
+def alternating(args: argparse.Namespace, path: str) -> dict[str, list[tuple[float, float, str]]]:
+    """``--repeat`` runs a side, one Redis and the cluster in turn (ABAB...): the shared
+    machine's drift over the minutes of a run then falls on both sides alike (3 runs of one,
+    then 3 of the other, gave ratios that moved by ±0.07 between runs)."""
+    runs: dict[str, list[tuple[float, float, str]]] = {"one": [], "cluster": []}
+    for n in range(args.repeat):
+        for side, extra in (("one", {}), ("cluster", CLUSTER)):
+            runs[side].append(fanout(args, path, extra))
+            rate = runs[side][-1][0]
+            print(f"     run {n + 1}, {side:7}: {rate:>9,.0f}/s", flush=True)
+    return runs
+
+
+def summary(runs: list[tuple[float, float, str]]) -> tuple[float, float, str]:
+    rates, raws = [r[0] for r in runs], [r[1] for r in runs]
+    once = "OK" if all(r[2] == "OK" for r in runs) else "FAILED"
     return statistics.median(rates), statistics.median(raws), once
 
 
@@ -68,8 +86,11 @@ def part_fanout(args: argparse.Namespace) -> None:
     ratios: list[str] = []
     for path in args.paths:
         print(f"   {path} path", flush=True)
-        one, one_raw, one_ok = fanout(args, path, {})
-        many, many_raw, many_ok = fanout(args, path, CLUSTER)
+        runs = alternating(args, path)
+        one, one_raw, one_ok = summary(runs["one"])
+        many, many_raw, many_ok = summary(runs["cluster"])
+        pairs = [c[0] / o[0] for o, c in zip(runs["one"], runs["cluster"], strict=True)]
+        print(f"     each pair's ratio: {' · '.join(f'{r:.2f}' for r in pairs)}", flush=True)
         for label, rate, raw, ok in (
             ("one Redis    ", one, one_raw, one_ok),
             ("Redis Cluster", many, many_raw, many_ok),

@@ -27,10 +27,10 @@ from infra.redis import by_user_slot, clustered, get_redis, slot_tag
 from storage.counters import keys, lua
 
 MARKER_TTL_S = 7 * 24 * 3600
-# A recount (``unread_replace``, ``unread_set``'s ``counted_upto``) of a conversation touched this
-# recently may race the delivery that touched it: the delivery writes the inbox and the
-# conversation first and the counters last, so a recount in between counts the message and the
-# delivery's own count would add it again. Such a recount leaves ``r:<peer>`` = the newest msgkey
+# A recount (``unread_replace``) of a conversation touched this recently may race the delivery
+# that touched it: the delivery writes the inbox and the conversation first and the counters last,
+# so a recount in between counts the message and the delivery's own count would add it again.
+# Such a recount, when it differs from what Redis held, leaves ``r:<peer>`` = the newest msgkey
 # it counted, and incr_many.lua skips that message's count once. Found by scripts/fault_drill.py:
 # a follower read for the first time after the counters' epoch moved, while their batch was
 # between its conversation upsert and its counters, showed unread 2 for one message (1 of 19,802).
@@ -130,12 +130,8 @@ def unread_incr(*, owner_uid: int, peer_uid: int, category: str, marker: str | N
     )
 
 
-def unread_set(
-    *, owner_uid: int, peer_uid: int, category: str, count: int, counted_upto: int = 0
-) -> int:
-    """Set one conversation's count; ``counted_upto``: a recount's ``recount_guard``."""
-    args = [peer_uid, category, "set", count, counted_upto]
-    return int(lua.call("adjust", [keys.unread(owner_uid)], args))
+def unread_set(*, owner_uid: int, peer_uid: int, category: str, count: int) -> int:
+    return int(lua.call("adjust", [keys.unread(owner_uid)], [peer_uid, category, "set", count]))
 
 
 def recount_guard(last_msgkey: int, touched_ms: int, now_ms: int) -> int:

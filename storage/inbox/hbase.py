@@ -186,6 +186,8 @@ class HBaseInbox(Inbox):
             }
 
     def count_after(self, owner: int, peer: int, msgkey: int, upto: int | None = None) -> int:
+        if upto is not None and upto <= msgkey:
+            return 0  # (HBase scans one row when start and stop rows are equal)
         # rows sort newest first: from ``upto``'s own row (inclusive) to ``msgkey``'s (exclusive)
         start = conv_prefix(owner, peer) if upto is None else rowkey(owner, peer, upto)
         stop = rowkey(owner, peer, msgkey)

@@ -107,6 +107,11 @@ def test_count_and_count_after_count_only_unread_received_entries(inbox: Inbox, 
     assert inbox.count_after(owner, peer, 50) == 0
     assert inbox.count(owner, peer + 1) == 0
     assert inbox.count_after(owner, peer + 1, 0) == 0
+    # bounded above, inclusive (a rebuild counts up to the conversation's last message)
+    assert inbox.count_after(owner, peer, 0, upto=30) == 2
+    assert inbox.count_after(owner, peer, 0, upto=29) == 1
+    assert inbox.count_after(owner, peer, 10, upto=50) == 2
+    assert inbox.count_after(owner, peer, 30, upto=30) == 0
 
 
 def test_recall_many_flags_copies_recalled_in_one_write_and_keeps_them(

@@ -180,21 +180,6 @@ def test_a_repair_between_a_deliverys_writes_and_its_count_counts_the_message_on
     assert unread_summary(owner).by_peer == {sender: 2}
 
 
-def test_a_read_between_a_deliverys_writes_and_its_count_leaves_it_read(
-    uids: Uids, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sender, owner = uids(2)
-    retry = _half_delivered(sender, owner, monkeypatch)
-
-    assert services.conversation_mark_read(owner_uid=owner, peer_uid=sender) == 0
-    retry()
-
-    assert unread_summary(owner).by_peer == {}
-    send(sender, owner, "later")
-    assert unread_summary(owner).by_peer == {sender: 1}
-    assert_consistent(owner)
-
-
 def test_a_repair_after_the_count_arrived_changes_nothing_and_the_next_message_counts(
     uids: Uids,
 ) -> None:

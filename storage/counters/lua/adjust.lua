@@ -1,7 +1,5 @@
 -- Set or change one conversation's unread count, keeping the totals equal to their parts.
--- KEYS[1] unread hash; ARGV[1] peer, ARGV[2] category, ARGV[3] 'set' | 'add', ARGV[4] n,
--- ARGV[5] (a 'set' from a recount) the newest msgkey n includes when its delivery may still be on
--- its way ('0' or absent: none): kept as ``r:<peer>`` for incr_many.lua, which then skips it.
+-- KEYS[1] unread hash; ARGV[1] peer, ARGV[2] category, ARGV[3] 'set' | 'add', ARGV[4] n.
 -- The count never goes below zero, and the conversation's whole count is filed under ARGV[2]
 -- (``k:`` remembers where it was filed, so a conversation that changed category moves its count).
 -- Returns the conversation's new count.
@@ -23,7 +21,6 @@ end
 bump('c:' .. old_category, -old)
 bump('c:' .. category, new)
 bump('t', new - old)
-if ARGV[5] and ARGV[5] ~= '0' then redis.call('HSET', key, 'r:' .. ARGV[1], ARGV[5]) end
 if new == 0 then
   redis.call('HDEL', key, peer_field, kind_field)
 else

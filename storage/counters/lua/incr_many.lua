@@ -5,7 +5,7 @@
 -- the change was applied), ARGV[5] the marker's ttl in seconds (a bitmap's counted from its first
 -- bit: EXPIRE NX changes nothing once set, so the later bits cost no write to replicate),
 -- ARGV[7] the msgkey a new message's count is for ('0': none).
--- A recount of an owner (replace.lua, adjust.lua's 'set') that already counted that very message
+-- A recount of an owner (replace.lua) that already counted that very message
 -- left ``r:<peer>`` = the newest msgkey it counted: the delivery's own count, arriving after it,
 -- is then skipped once (and the field dropped), so a repair racing a delivery counts it once. A
 -- newer message's count drops the field too (the recounted message's delivery is long done).

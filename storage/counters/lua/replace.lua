@@ -2,7 +2,9 @@
 -- KEYS[1] unread hash; ARGV = peer1, category1, count1, counted1, peer2, ... (each peer at most
 -- once; peers left out have nothing unread). countedN: the newest msgkey the count includes, when
 -- a delivery of it may still be on its way to this hash ('0': none): kept as ``r:<peer>`` so that
--- the delivery's own count skips it (incr_many.lua).
+-- the delivery's own count skips it (incr_many.lua); only where the recount differs from the count
+-- Redis held (a count on its way makes it differ; after a restart that kept its data nothing does,
+-- so the hashes gain no field).
 -- Returns {old total, new total, conversations whose count changed, sum of |old - new| over them}.
 local key = KEYS[1]
 local old_total = tonumber(redis.call('HGET', key, 't') or '0')
@@ -17,13 +19,13 @@ for i = 1, #ARGV, 4 do
   local n = tonumber(ARGV[i + 2])
   local peer_field = 'p:' .. ARGV[i]
   seen[peer_field] = true
-  if ARGV[i + 3] ~= '0' then redis.call('HSET', key, 'r:' .. ARGV[i], ARGV[i + 3]) end
+  local was = old_peers[peer_field] or 0
+  if ARGV[i + 3] ~= '0' and was ~= n then redis.call('HSET', key, 'r:' .. ARGV[i], ARGV[i + 3]) end
   if n > 0 then
     redis.call('HSET', key, peer_field, n, 'k:' .. ARGV[i], ARGV[i + 1])
     categories[ARGV[i + 1]] = (categories[ARGV[i + 1]] or 0) + n
     total = total + n
   end
-  local was = old_peers[peer_field] or 0
   if was ~= n then changed, drift = changed + 1, drift + math.abs(was - n) end
 end
 for field, n in pairs(old_peers) do
