@@ -6,8 +6,8 @@
 Needs ``scripts/services up`` (MariaDB and its replica :3307, Redis :6379, the Redis Cluster
 :7000-7005, HBase). Three parts, one after another, never two at once:
 1. fan-out: ``scripts/bench_fanout.py`` (SQL inbox, 4 workers) with every data key on the one
-   Redis and with ``REDIS_CLUSTER=1`` on the cluster, in turn (ABAB); medians of ``--repeat`` runs
-   a side, each checked exactly-once by the bench itself; on both of bench_fanout's paths, side by
+   Redis and with ``REDIS_CLUSTER=1`` on the cluster, in turn (AB BA AB ...); medians of
+   ``--repeat`` runs a side, each checked exactly-once by the bench itself; on both of bench_fanout's paths, side by
    side: the cheapest (every recipient new, no cap) and the realistic one (cap 1 a day, 30% with a
    conversation with the sender, 10% with a cached list, the HBase index rebuilt during the run);
    ``--paths`` picks one (``--realistic``: the realistic one alone);
@@ -60,12 +60,14 @@ def fanout(args: argparse.Namespace, path: str, extra: dict[str, str]) -> tuple[
 
 
 def alternating(args: argparse.Namespace, path: str) -> dict[str, list[tuple[float, float, str]]]:
-    """``--repeat`` runs a side, one Redis and the cluster in turn (ABAB...): the shared
-    machine's drift over the minutes of a run then falls on both sides alike (3 runs of one,
-    then 3 of the other, gave ratios that moved by ±0.07 between runs)."""
+    """``--repeat`` runs a side, one Redis and the cluster in turn, the order flipped every
+    pair (AB BA AB ...): the shared machine's drift over the minutes of a run then falls on both
+    sides alike (3 runs of one, then 3 of the other, gave ratios that moved by ±0.07 between
+    runs; AB AB AB favoured the second of each pair while the machine was speeding up)."""
     runs: dict[str, list[tuple[float, float, str]]] = {"one": [], "cluster": []}
+    sides: list[tuple[str, dict[str, str]]] = [("one", {}), ("cluster", CLUSTER)]
     for n in range(args.repeat):
-        for side, extra in (("one", {}), ("cluster", CLUSTER)):
+        for side, extra in sides if n % 2 == 0 else sides[::-1]:
             runs[side].append(fanout(args, path, extra))
             rate = runs[side][-1][0]
             print(f"     run {n + 1}, {side:7}: {rate:>9,.0f}/s", flush=True)
