@@ -7,10 +7,11 @@ Needs ``scripts/services up`` (MariaDB and its replica :3307, Redis :6379, the R
 :7000-7005, HBase). Three parts, one after another, never two at once:
 1. fan-out: ``scripts/bench_fanout.py`` (SQL inbox, 4 workers) with every data key on the one
    Redis and with ``REDIS_CLUSTER=1`` on the cluster, in turn (AB BA AB ...); medians of
-   ``--repeat`` runs a side, each checked exactly-once by the bench itself; on both of bench_fanout's paths, side by
-   side: the cheapest (every recipient new, no cap) and the realistic one (cap 1 a day, 30% with a
-   conversation with the sender, 10% with a cached list, the HBase index rebuilt during the run);
-   ``--paths`` picks one (``--realistic``: the realistic one alone);
+   ``--repeat`` runs a side, each checked exactly-once by the bench itself; on both of
+   bench_fanout's paths, side by side: the cheapest (every recipient new, no cap) and the
+   realistic one (cap 1 a day, 30% with a conversation with the sender, 10% with a cached list,
+   the HBase index rebuilt during the run); ``--paths`` picks one (``--realistic``: the realistic
+   one alone);
 2. the unread fast path under load: ``scripts/bench_cluster.py`` (one Redis vs the cluster);
 3. conversation-list cold reads (``messaging.convlist.mysql_page``, the tier the replica serves)
    on the primary and on the replica: 500 owners with 40 conversations each, written on the
