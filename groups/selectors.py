@@ -23,10 +23,10 @@ every group's head was read, to p50 3.0 ms / p99 6.1 ms (in-process, warm, 2 bus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import connection
 
@@ -35,18 +35,15 @@ from groups import keys as group_keys
 from groups import repair, state
 from groups.models import Group, GroupHidden, GroupMember, GroupMessage
 from groups.state import Position, RawPlan, UnreadTotals
-from infra import metrics
 from infra.sqlvalues import int_list
-from infra.store_errors import store_unavailable
 from messaging.convlist import messages_by_key
 from messaging.models import Message, MessageStatus
 from messaging.selectors import conversation_list
 from storage import msgkey as keys
 from storage.convcache.model import ConversationItem, ConversationPage, Cursor
+from storage.counters.epoch import put_off
 from storage.timelines import GroupEntry, get_timeline
 from storage.timelines.base import FLAG_RECALLED
-
-T = TypeVar("T")
 
 CATEGORY = "group"
 
@@ -183,29 +180,17 @@ def group_unread(uid: int) -> UnreadTotals:
     the answer counts what Redis holds (no groups for a user whose positions it lacks, as the
     fast path does; nothing for a group without its summary), and a later read repairs."""
     nothing: dict[int, Position] = {}
-    found = _put_off(lambda: positions(uid), nothing)
+    found = put_off(lambda: positions(uid), nothing)
     if not found:
         return UnreadTotals()
     read = _summaries(list(found))
     missing = [gid for gid, summary in read.items() if summary is None]
     if missing:
         for gid in missing:
-            _put_off(partial(repair.head_rebuild, gid), None)
+            put_off(partial(repair.head_rebuild, gid), None)
         read = _summaries(list(found))
     totals = state.fast_totals(found, read)
     return totals if totals is not None else _exact(found, read)
-
-
-def _put_off(repair_read: Callable[[], T], otherwise: T) -> T:
-    """``repair_read()``, or ``otherwise`` when a store it needs does not answer (counted in
-    ``missive_unread_repairs_deferred_total``, as the counters' own put-off repairs)."""
-    try:
-        return repair_read()
-    except Exception as exc:
-        if not store_unavailable(exc):
-            raise
-        metrics.inc("unread_repairs_deferred")
-        return otherwise
 
 
 def _summaries(gids: Sequence[int]) -> dict[int, state.Summary | None]:

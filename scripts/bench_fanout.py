@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import create_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 BENCH_ENV = {
@@ -67,17 +69,7 @@ for _name, _value in BENCH_ENV.items():
     os.environ.setdefault(_name, _value)
 
 
-def ensure_database() -> None:
-    import MySQLdb
-
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
-    conn.cursor().execute(
-        "CREATE DATABASE IF NOT EXISTS missive_bench CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    )
-    conn.close()
-
-
-ensure_database()
+create_database("missive_bench")
 
 import django  # noqa: E402
 

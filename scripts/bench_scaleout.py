@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchkit import create_database
+
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = {"REDIS_CLUSTER": "1", "REDIS_URL": "redis://127.0.0.1:7000/0"}
 RUN = re.compile(
@@ -120,7 +122,7 @@ def part_replica() -> None:
     print("3. conversation-list cold reads, primary vs replica", flush=True)
     os.environ.update(REPLICA_ENV)
     sys.path.insert(0, str(ROOT))
-    _create_database()
+    create_database("missive_scaleout")
     import django
 
     django.setup()
@@ -142,16 +144,6 @@ def part_replica() -> None:
             f"   {label:8} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  {per_s:8,.0f} pages/s "
             "(one connection)"
         )
-
-
-def _create_database() -> None:
-    import MySQLdb
-
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
-    conn.cursor().execute(
-        "CREATE DATABASE IF NOT EXISTS missive_scaleout CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    )
-    conn.close()
 
 
 def _seed() -> list[int]:

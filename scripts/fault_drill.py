@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchkit import create_database
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PORT = 8791
@@ -73,17 +75,7 @@ FAULTS = {  # name: (scripts/services action down, action up, service)
 }
 
 
-def ensure_database() -> None:
-    import MySQLdb
-
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
-    conn.cursor().execute(
-        "CREATE DATABASE IF NOT EXISTS missive_drill CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    )
-    conn.close()
-
-
-ensure_database()
+create_database("missive_drill")
 
 import django  # noqa: E402
 
@@ -278,20 +270,20 @@ class Clients:
         self, conn: http.client.HTTPConnection, kind: str, uid: int
     ) -> http.client.HTTPConnection:
         s = self.scene
-        body: dict[str, Any] | None = None
-        token = s.tokens["inbox"]
-        if kind == "unread":
-            method, path = "GET", f"/api/v1/users/{uid}/unread"
-        elif kind == "history":
-            method, path = "GET", f"/api/v1/users/{uid}/conversations/{s.sender}/messages"
-        elif kind == "conversations":
-            method, path = "GET", f"/api/v1/users/{uid}/conversations?limit=20"
-        elif kind == "campaign":
-            method, path = "GET", f"/api/v1/campaigns/{self.campaign_id}"
-            token = s.tokens["campaigns"]
-        else:
+        if kind == "send":
             return self._send(conn)
-        status, seconds, conn = request(conn, method, path, token, body)
+        token, path = (
+            s.tokens["inbox"],
+            {
+                "unread": f"/api/v1/users/{uid}/unread",
+                "history": f"/api/v1/users/{uid}/conversations/{s.sender}/messages",
+                "conversations": f"/api/v1/users/{uid}/conversations?limit=20",
+                "campaign": f"/api/v1/campaigns/{self.campaign_id}",
+            }[kind],
+        )
+        if kind == "campaign":
+            token = s.tokens["campaigns"]
+        status, seconds, conn = request(conn, "GET", path, token, None)
         self.answers.append(Answer(time.time(), kind, status, seconds))
         return conn
 

@@ -49,6 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
+from benchkit import create_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -67,17 +68,7 @@ os.environ.pop("BULK_BATCH_SIZE", None)  # the product's batch size, not a test 
 os.environ.pop("DATABASE_REPLICA_URL", None)  # every read on the MariaDB whose CPU is sampled
 
 
-def ensure_database() -> None:
-    import MySQLdb
-
-    conn = MySQLdb.connect(host="127.0.0.1", user="missive", passwd="missive")
-    conn.cursor().execute(
-        "CREATE DATABASE IF NOT EXISTS missive_capacity CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    )
-    conn.close()
-
-
-ensure_database()
+create_database("missive_capacity")
 
 import django  # noqa: E402
 

@@ -39,6 +39,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from infra import metrics
 from infra.redis import get_redis
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
 DEFERRED_LOG_EVERY_S = 10.0  # one line per process per 10 s through an outage, not one per read
 _last_logged = [0.0]
+T = TypeVar("T")
 Rebuild = Callable[[int], object]  # recompute one user's counters from the truth
 _bound: list[Rebuild] = []
 
@@ -96,26 +98,35 @@ def ensure_fresh(uid: int) -> bool:
     epoch, mark = pipe.execute()
     if epoch is None or mark == epoch:
         return False
-    try:
+
+    def repaired() -> bool:
         rebuild(uid)
-    except Exception as exc:
-        if not store_unavailable(exc):
-            raise
-        _deferred(uid, exc)
+        return True
+
+    if not put_off(repaired, False):
         return False
     client.set(keys.verified(uid), epoch, ex=VERIFIED_TTL_S)
     metrics.inc("unread_repairs")
     return True
 
 
-def _deferred(uid: int, exc: BaseException) -> None:
-    metrics.inc("unread_repairs_deferred")
-    now = time.monotonic()
-    if now - _last_logged[0] >= DEFERRED_LOG_EVERY_S:
-        _last_logged[0] = now
-        log.warning(
-            "counters: unread repairs put off (user %s and others) while a store does not "
-            "answer; counters are served as Redis holds them: %r",
-            uid,
-            exc,
-        )
+def put_off(repair: Callable[[], T], otherwise: T) -> T:
+    """``repair()``, or ``otherwise`` when a store the repair reads (MariaDB, HBase) does not
+    answer: the read then serves what Redis holds and a later read repairs (module docstring).
+    Also groups' repairs of a member's positions and a group's head (``groups.selectors``).
+    Counted in ``missive_unread_repairs_deferred_total``; one WARNING per process per 10 s."""
+    try:
+        return repair()
+    except Exception as exc:
+        if not store_unavailable(exc):
+            raise
+        metrics.inc("unread_repairs_deferred")
+        now = time.monotonic()
+        if now - _last_logged[0] >= DEFERRED_LOG_EVERY_S:
+            _last_logged[0] = now
+            log.warning(
+                "unread repairs put off while a store does not answer; counts are served as "
+                "Redis holds them: %r",
+                exc,
+            )
+        return otherwise
