@@ -12,6 +12,9 @@
 | bad media type, wrong method, throttled | 415, 405, 429 | ``unsupported_media_type``, ... |
 | a store did not answer (``infra.outages``) | 503 | ``unavailable`` (with ``Retry-After``) |
 
+A GET the database's primary failed is marked for ``api.fallback``, which reads it once more
+from the replica.
+
 Anything else is a server fault and stays a 500. A 503 names no internals (which store, which
 host): the client only needs to know that the same request, retried, is safe.
 
@@ -34,7 +37,9 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from api.errors import MissiveError, RetryLater, Unavailable
+from api.fallback import PRIMARY_OUT
 from infra.outages import store_unavailable
+from infra.store_errors import database_down
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 5
@@ -78,6 +83,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         return _drf(exc)
     if store_unavailable(exc):
         log.warning("API: a store is unavailable: %r", exc)
+        if database_down(exc) and (request := context.get("request")) is not None:
+            setattr(request._request, PRIMARY_OUT, True)  # the replica may read it (api.fallback)
         return _missive(UNAVAILABLE)
     return None
 

@@ -98,6 +98,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "infra.logs.RequestIdMiddleware",  # outermost: X-Request-ID on every log line (config/logs)
     "infra.observe.RequestMetricsMiddleware",  # request duration by route and status
+    "api.fallback.ReplicaFallbackMiddleware",  # a GET the primary failed, read from the replica
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -158,6 +159,9 @@ BREAKER_RESET_S = float(env("BREAKER_RESET_S", "3"))
 # A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
 # a second per process), or not answering, sends its reads to the primary (infra/dbrouter.py).
 REPLICA_MAX_LAG_S = float(env("REPLICA_MAX_LAG_S", "5"))
+# An API read (GET) the primary failed (it did not answer) is run again on the replica, whatever
+# its lag (api/fallback.py); 0: such reads answer 503 like writes.
+REPLICA_FALLBACK = env("REPLICA_FALLBACK", "1") == "1"
 
 
 if PROCESS_ROLE not in ("api", "worker"):

@@ -25,6 +25,13 @@ read that meets a replica failing before the next check runs through ``read_repl
 marks the replica down and reads the primary. REPLICA_MAX_LAG_S=0 turns the lag check off (tests
 that stop replication to see stale reads); a replica that does not answer is still left.
 
+**The primary out, the replica reads for it.** An API read (GET) that failed because the primary
+did not answer is run once more with this thread's ``default`` connection replaced by the
+replica's (``replica_for_primary``, used by ``api.fallback``): raw cursors and the ORM alike then
+read the replica, and a write there is refused (read-only: 503). While the primary is frozen or cut
+off it commits nothing, so the replica holds what it had committed (less its lag, normally
+milliseconds). ``missive_replica_fallback_reads_total`` counts such requests.
+
 ``PrimaryReplicaRouter`` sends every read and write that names no alias to the primary and lets
 migrations run on the primary only (the replica receives their DDL by replication).
 """
@@ -34,7 +41,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -64,6 +72,8 @@ def replica() -> str:
 class _Health(threading.local):  # Django's connections are per thread: so is their check
     checked_at = -CHECK_EVERY_S
     usable = True
+    answers = True  # usable, or only lagging
+    standing_in = False  # the replica stands in for the primary (``replica_for_primary``)
 
 
 _health = _Health()
@@ -85,15 +95,17 @@ def forget_replica_health() -> None:
 
 def mark_replica_down() -> None:
     """Reads go to the primary until the next check (a read just met the replica failing)."""
-    _health.checked_at, _health.usable = time.monotonic(), False
+    _health.checked_at, _health.usable, _health.answers = time.monotonic(), False, False
 
 
 def _probe() -> bool:
+    _health.answers = False
     try:
         lag = replica_lag_s()
     except DatabaseError as exc:  # an open breaker raises one too (infra/breakers.py)
         log.warning("dbrouter: the replica does not answer (%r); reading the primary", exc)
         return False
+    _health.answers = True
     if settings.REPLICA_MAX_LAG_S > 0 and (lag is None or lag > settings.REPLICA_MAX_LAG_S):
         log.warning("dbrouter: the replica lags (%s s behind); reading the primary", lag)
         return False
@@ -139,13 +151,13 @@ def caught_up_replica(wait_s: float | None = None) -> str:
     (REPLICA_CATCH_UP_MS); a replica lagging more than that, or failing, leaves the read to the
     primary. So a fill never stores a state older than its own start."""
     alias = replica()
-    if alias == PRIMARY:
-        return PRIMARY
+    if alias == PRIMARY or _health.standing_in:  # standing in: the primary commits nothing now
+        return alias
     wait = settings.REPLICA_CATCH_UP_MS / 1000 if wait_s is None else wait_s
+    with connections[PRIMARY].cursor() as cur:  # the primary out: its error, not the replica's
+        cur.execute("SELECT @@gtid_binlog_pos")
+        position = cur.fetchone()[0]
     try:
-        with connections[PRIMARY].cursor() as cur:
-            cur.execute("SELECT @@gtid_binlog_pos")
-            position = cur.fetchone()[0]
         with connections[REPLICA].cursor() as cur:
             cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", [position, wait])
             caught_up = cur.fetchone()[0] == 0
@@ -154,6 +166,29 @@ def caught_up_replica(wait_s: float | None = None) -> str:
         mark_replica_down()
         return PRIMARY
     return REPLICA if caught_up else PRIMARY
+
+
+def replica_answers() -> bool:
+    """Whether a request may read the replica in the primary's place: one is configured, and it
+    answered its last check (``replica_usable``; a replica lagging behind a primary that is out
+    is still the newest copy there is, so lag does not matter here)."""
+    if not replica_configured():
+        return False
+    replica_usable()
+    return _health.answers
+
+
+@contextmanager
+def replica_for_primary() -> Iterator[None]:
+    """For the block, this thread's ``default`` connection is the replica's (module docstring)."""
+    primary = connections[PRIMARY]
+    connections[PRIMARY] = connections[REPLICA]
+    _health.standing_in = True
+    try:
+        yield
+    finally:
+        connections[PRIMARY] = primary
+        _health.standing_in = False
 
 
 class PrimaryReplicaRouter:

@@ -21,6 +21,9 @@ Series, each prefixed ``missive_``:
   bulk_outage_waits_total               batches put back to wait out a store outage
   counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
   unread_repairs_total                  users whose counters were rebuilt lazily after that
+  unread_repairs_deferred_total         repairs put off: a store they read did not answer
+  replica_fallback_reads_total{outcome} API reads the primary failed, run on the replica
+                                        (api/fallback.py): served | failed
   redis_refused_writes_total{reason}    writes Redis refused: OOM (maxmemory) | MISCONF (disk)
   store_breaker_state{breaker}          gauge: this process's circuit breaker per store, 0 closed,
                                         1 half-open, 2 open (infra/breakers.py)
@@ -90,6 +93,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unread_repairs_deferred": (
         "Unread repairs (counters, group positions) put off: a store they read did not answer.",
         (),
+    ),
+    "replica_fallback_reads": (
+        "API reads the primary failed, run again on the replica: served or failed.",
+        ("outcome",),
     ),
     # gray failures (infra/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
     "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),

@@ -101,6 +101,15 @@ def _down(exc: BaseException) -> bool:
     return False
 
 
+def database_down(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) says the database did not answer at all (what its
+    breaker counts, or the breaker itself, open): a read the replica might serve instead."""
+    return any(
+        isinstance(e, InterfaceError) or (isinstance(e, OperationalError) and _down(e))
+        for e in _chain(exc)
+    )
+
+
 def timed_out(exc: BaseException) -> bool:
     """True when ``exc`` is a read or connect that ran out of time (the store may be frozen: a
     second try would wait as long again), not a connection that was lost."""

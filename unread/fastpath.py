@@ -117,6 +117,7 @@ def _security_headers() -> list[Header]:
 MIDDLEWARE_EFFECTS: dict[str, Callable[[], list[Header]]] = {
     "infra.logs.RequestIdMiddleware": lambda: [REQUEST_ID],  # ``request_id_header``
     "infra.observe.RequestMetricsMiddleware": _no_header,  # observed in ``respond``
+    "api.fallback.ReplicaFallbackMiddleware": _no_header,  # acts on a 503 only, never on a 200
     "django.middleware.security.SecurityMiddleware": _security_headers,
     "django.contrib.sessions.middleware.SessionMiddleware": _no_header,  # no session is read
     "django.middleware.common.CommonMiddleware": lambda: [LENGTH],  # and ``host_allowed``

@@ -6,9 +6,11 @@ and resumed with ``thaw`` (always, in a finally).
 - Redis frozen: the unread endpoint and a campaign's status answer 503 + ``Retry-After``, each
   within the API deadline; once Redis' circuit breaker is open, at once. After the thaw both
   answer 200 again.
-- MariaDB frozen: a history read answers 503 within the deadline, while the unread fast path,
-  which needs no SQL, still answers 200; so does the unread of a user whose counters are due a
-  repair (the counters' epoch moved), which waits for MariaDB.
+- MariaDB frozen (REPLICA_FALLBACK off): a history read answers 503 within the deadline, while
+  the unread fast path, which needs no SQL, still answers 200; so does the unread of a user whose
+  counters are due a repair (the counters' epoch moved), which waits for MariaDB.
+- MariaDB's primary frozen with the read replica up: the conversation list, history and a
+  campaign's status answer 200 from the replica (api/fallback.py), a send 503.
 
 Latencies are printed (``-s``), not asserted beyond "answered within the deadline plus slack".
 """
@@ -23,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from infra.dbrouter import PRIMARY, REPLICA
 from infra.redis import get_redis
 from storage.counters import keys as counter_keys
 from storage.counters.store import unread_incr_many
@@ -30,6 +33,7 @@ from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import business_with_followers, campaigns_api, launch
 from tests.config.test_asgi import api_server
 from tests.conftest import services, wait_for
+from tests.dbreplica import wait_for_replica
 
 pytestmark = pytest.mark.faults
 Uids = Callable[[int], list[int]]
@@ -42,6 +46,14 @@ SLACK_S = 2.0  # a loaded 2-core test machine
 def server(transactional_db: Any) -> Iterator[int]:
     """One uvicorn worker under gunicorn (an API process) on the test database; its port."""
     with api_server() as port:
+        yield port
+
+
+@pytest.fixture
+def server_without_fallback(transactional_db: Any) -> Iterator[int]:
+    """The same, with REPLICA_FALLBACK off: a read the primary fails answers 503 (the replica
+    would answer it otherwise: test_mariadb_primary_frozen_reads_are_served_by_the_replica...)."""
+    with api_server(REPLICA_FALLBACK="0") as port:
         yield port
 
 
@@ -108,8 +120,9 @@ def test_redis_frozen_the_unread_and_campaign_status_answer_503_in_time(
 
 
 def test_mariadb_frozen_history_is_503_in_time_and_unread_still_answers(
-    server: int, uids: Uids
+    server_without_fallback: int, uids: Uids
 ) -> None:
+    server = server_without_fallback
     alice, bob = uids(2)
     send_api("shop", [alice]).sent(alice, bob)
     bff = inbox_api("bff-freeze-db")
@@ -158,3 +171,60 @@ def test_mariadb_frozen_a_user_due_a_repair_still_gets_their_unread_then_is_repa
 
     wait_for(repaired, timeout=15, every=0.5)
     assert get(server, f"/users/{bob}/unread", bff.token).body["total"] == 1
+
+
+def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        conn.request("POST", "/api/v1" + path, body=json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        seconds = time.monotonic() - started
+        return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
+    finally:
+        conn.close()
+
+
+def reads_while_the_primary_is_frozen(port: int, uids: Uids) -> tuple[list[Answer], Answer]:
+    """Bob has a message from Alice, a shop a campaign: their reads (conversation list, history,
+    campaign status) for FROZEN_S with MariaDB's primary frozen, and one send meanwhile."""
+    alice, bob, *shop = uids(4)
+    send_api("shop-fallback", [alice]).sent(alice, bob, "before the freeze")
+    campaign = launch(business_with_followers(shop))
+    bff, manager, sender = inbox_api("bff-fallback"), campaigns_api(shop[0]), send_api("s", [bob])
+    paths = [
+        (f"/users/{bob}/conversations", bff.token),
+        (f"/users/{bob}/conversations/{alice}/messages", bff.token),
+        (f"/campaigns/{campaign.pk}", manager.token),
+    ]
+    assert [get(port, path, token).status for path, token in paths] == [200] * 3  # principals
+    wait_for_replica()
+    services("freeze", "mariadb")
+    try:
+        started, during = time.monotonic(), list[Answer]()
+        while time.monotonic() - started < FROZEN_S or len(during) < 2 * len(paths):
+            during += [get(port, path, token) for path, token in paths]
+        message = {"sender_uid": bob, "receiver_uid": alice, "client_msg_id": "during"}
+        send = post(port, "/messages", sender.token, {**message, "content": {"text": "x"}})
+    finally:
+        services("thaw", "mariadb")
+    return during, send
+
+
+@pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+def test_mariadb_primary_frozen_reads_are_served_by_the_replica_and_writes_are_503(
+    uids: Uids,
+) -> None:
+    with api_server() as port:
+        during, send = reads_while_the_primary_is_frozen(port, uids)
+    report("primary frozen: conversation list, history, campaign status in turn", during)
+    assert [a.status for a in during] == [200] * len(during)
+    assert all(a.seconds < DEADLINE_S + SLACK_S for a in during)
+    assert max(a.seconds for a in during[-3:]) < 0.5  # the primary's breaker open: at once
+    conversations, history, status = during[-3:]
+    assert [item["kind"] for item in conversations.body["results"]] == ["direct"]
+    assert [m["content"]["text"] for m in history.body["results"]] == ["before the freeze"]
+    assert status.body["status"] in ("running", "finished", "paused")
+    assert (send.status, send.body["error"]) == (503, "unavailable")

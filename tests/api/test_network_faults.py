@@ -1,9 +1,10 @@
 """A network fault between Missive and MariaDB, from toxiproxy (``scripts/services start
 toxiproxy``): the production server (tests/api/test_freezes.py's ``server``) reaches the test
 database through a proxy, and a ``timeout`` toxic turns that path into a black hole (nothing
-passes, nothing is closed), what a partition looks like. History reads answer 503 within the
-API's deadline, then at once once MariaDB's breaker is open; the unread fast path, which needs no
-SQL, still answers 200; with the toxic removed history answers 200 again.
+passes, nothing is closed), what a partition looks like. Sends answer 503 within the API's
+deadline, then at once once MariaDB's breaker is open; history reads answer 200 from the read
+replica, which is not behind the proxy (api/fallback.py); the unread fast path, which needs no
+SQL, still answers 200; with the toxic removed sends are accepted again.
 
 The same with ``reset_peer`` (every connection to the store closed with a RST as soon as it
 carries data) on MariaDB's path and on Redis's, and a 1 ms ``latency`` on Redis's: a reset path
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from infra.dbrouter import PRIMARY, REPLICA
 from tests.api.factories import ClientApi, inbox_api, send_api
 from tests.api.test_freezes import (
     DEADLINE_S,
@@ -40,6 +42,7 @@ from tests.api.test_freezes import (
 )
 from tests.config.test_asgi import api_server, database_url, free_port
 from tests.conftest import wait_for
+from tests.dbreplica import wait_for_replica
 
 pytestmark = pytest.mark.faults
 Uids = Callable[[int], list[int]]
@@ -98,23 +101,41 @@ def proxied_server(transactional_db: Any, mariadb_proxy: tuple[str, int]) -> Ite
         yield port
 
 
-def test_a_black_holed_mariadb_path_is_503_in_time_and_unread_still_answers(
+@pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+def test_a_black_holed_mariadb_path_sends_are_503_in_time_reads_come_from_the_replica(
     proxied_server: int, mariadb_proxy: tuple[str, int], uids: Uids
 ) -> None:
+    """Only the primary is behind the proxy: its black hole makes a send 503 within the
+    deadline, while history is read from the replica (api/fallback.py) and unread from Redis."""
     alice, bob = uids(2)
     send_api("shop", [alice]).sent(alice, bob)
-    bff = inbox_api("bff-toxic")
+    bff, shop = inbox_api("bff-toxic"), send_api("shop-toxic", [bob])
     history, unread = f"/users/{bob}/conversations/{alice}/messages", f"/users/{bob}/unread"
     assert get(proxied_server, history, bff.token).status == 200
     assert get(proxied_server, unread, bff.token).status == 200  # warm: the fast path answers
+    wait_for_replica()
     with toxic(mariadb_proxy[0], "timeout", "downstream", timeout=0):
+        sends = [
+            post(proxied_server, "/messages", shop.token, message(bob, alice, f"b{n}"))
+            for n in range(3)
+        ]
         reads = [get(proxied_server, history, bff.token) for _ in range(4)]
         counts = [get(proxied_server, unread, bff.token) for _ in range(3)]
+    report("MariaDB black-holed (toxiproxy timeout): sends", sends)
     report("MariaDB black-holed (toxiproxy timeout): history", reads)
-    assert_unavailable_in_time(reads)
-    assert reads[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
+    assert_unavailable_in_time(sends)
+    assert sends[-1].seconds < 0.5  # MariaDB's breaker is open: fail fast
+    assert [a.status for a in reads] == [200] * 4
+    assert all(a.seconds < 0.5 for a in reads)  # the primary fails at once: the replica reads
+    assert [m["msgkey"] for m in reads[-1].body["results"]] != []
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
-    wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)
+    wait_for(
+        lambda: (
+            post(proxied_server, "/messages", shop.token, message(bob, alice, "b2")).status == 201
+        ),
+        timeout=15,
+        every=0.5,
+    )
 
 
 # -- reset_peer and latency: MariaDB's path and Redis's ----------------------------------------
