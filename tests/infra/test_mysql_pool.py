@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import MySQLdb
 import pytest
 from django.conf import settings
-from django.db import DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 from messaging.models import Account
 from tests.api.factories import inbox_api
@@ -161,3 +161,28 @@ def test_transactions_on_kept_connections_commit_and_roll_back(uids: Any) -> Non
             assert cur.fetchall() == ((kept, "autocommitted"),)
     finally:
         other.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connect_is_no_answer_so_two_no_answers_around_one_still_open_the_breaker() -> None:
+    """A connect that takes a pooled connection (handed out without a round trip) does not count
+    as MariaDB answering: a no-answer before it and one after it open
+    the ``mariadb`` breaker (BREAKER_FAIL_MAX 2); before, the connect reset the count and a frozen
+    primary made three requests wait their timeout instead of two. On a connection made as a
+    server's are (guarded: infra/breakers.py), not the test's own."""
+    from infra import breakers
+
+    lost = OperationalError(2013, "Lost connection to server during query")
+    conn = connections.create_connection("default")
+    try:
+        conn.ensure_connection()
+        conn.close()  # kept in the pool
+        breakers.record_failure("mariadb", lost)
+        conn.ensure_connection()  # the pooled one, through the breaker's connect guard
+        assert breakers.closed("mariadb")
+        breakers.record_failure("mariadb", lost)
+        assert not breakers.closed("mariadb")
+        with pytest.raises(DatabaseError, match="circuit breaker is open"), conn.cursor() as cur:
+            cur.execute("SELECT 1")
+    finally:
+        conn.close()
