@@ -333,6 +333,9 @@ def test_a_worker_whose_lease_was_taken_over_counts_nothing(uids, monkeypatch) -
         real(**kwargs)  # the stalled worker carries on where it was
 
     monkeypatch.setattr(fanout, "deliver_many", stalled)
+    # the stalled worker's heartbeat renews nothing (a stalled process would not): a renewal
+    # between the expiry above and the other worker's lease gave the batch back to the first
+    monkeypatch.setattr(ledger, "renew", lambda batch_id, token: True)
     assert fanout.batch_run(batch.pk).state == "lost"
     assert other == ["done"]
     assert CampaignBatch.objects.get(pk=batch.pk).attempts == 2

@@ -166,10 +166,10 @@ def test_transactions_on_kept_connections_commit_and_roll_back(uids: Any) -> Non
 @pytest.mark.django_db(transaction=True)
 def test_a_connect_is_no_answer_so_two_no_answers_around_one_still_open_the_breaker() -> None:
     """A connect that takes a pooled connection (handed out without a round trip) does not count
-    as MariaDB answering: a no-answer before it and one after it open
-    the ``mariadb`` breaker (BREAKER_FAIL_MAX 2); before, the connect reset the count and a frozen
-    primary made three requests wait their timeout instead of two. On a connection made as a
-    server's are (guarded: infra/breakers.py), not the test's own."""
+    as MariaDB answering: a no-answer before it and one after it open the ``mariadb`` breaker
+    (BREAKER_FAIL_MAX 2); before, the connect reset the count, and a frozen primary made three
+    requests wait their timeout instead of two. On a connection made as a server's are (guarded:
+    infra/breakers.py), not the test's own."""
     from infra import breakers
 
     lost = OperationalError(2013, "Lost connection to server during query")
