@@ -63,14 +63,26 @@ class Answer:
 
 
 def get(port: int, path: str, token: str) -> Answer:
+    return call(port, "GET", path, token)
+
+
+def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
+    return call(port, "POST", path, token, body)
+
+
+def call(port: int, method: str, path: str, token: str, body: Any = None) -> Answer:
+    """One API request to the server on ``port``: its status, body, Retry-After and seconds."""
     started = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Authorization": f"Bearer {token}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     try:
-        conn.request("GET", "/api/v1" + path, headers={"Authorization": f"Bearer {token}"})
+        conn.request(method, "/api/v1" + path, None if body is None else json.dumps(body), headers)
         response = conn.getresponse()
-        body = json.loads(response.read())
+        answer = json.loads(response.read())
         seconds = time.monotonic() - started
-        return Answer(response.status, body, response.getheader("Retry-After"), seconds)
+        return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
     finally:
         conn.close()
 
@@ -171,20 +183,6 @@ def test_mariadb_frozen_a_user_due_a_repair_still_gets_their_unread_then_is_repa
 
     wait_for(repaired, timeout=15, every=0.5)
     assert get(server, f"/users/{bob}/unread", bff.token).body["total"] == 1
-
-
-def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
-    started = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        conn.request("POST", "/api/v1" + path, body=json.dumps(body), headers=headers)
-        response = conn.getresponse()
-        answer = json.loads(response.read())
-        seconds = time.monotonic() - started
-        return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
-    finally:
-        conn.close()
 
 
 def reads_while_the_primary_is_frozen(port: int, uids: Uids) -> tuple[list[Answer], Answer]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from tests.api.test_freezes import (
     Answer,
     assert_unavailable_in_time,
     get,
+    post,
     report,
     services,
 )
@@ -139,20 +139,6 @@ def test_a_black_holed_mariadb_path_sends_are_503_in_time_reads_come_from_the_re
 
 
 # -- reset_peer and latency: MariaDB's path and Redis's ----------------------------------------
-def post(port: int, path: str, token: str, body: dict[str, Any]) -> Answer:
-    started = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-        conn.request("POST", "/api/v1" + path, json.dumps(body), headers)
-        response = conn.getresponse()
-        answer = json.loads(response.read())
-        seconds = time.monotonic() - started
-        return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
-    finally:
-        conn.close()
-
-
 def message(sender: int, receiver: int, cmid: str) -> dict[str, Any]:
     content = {"type": "text", "text": "hi"}
     return {
