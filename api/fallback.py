@@ -15,7 +15,6 @@ Counted in ``missive_replica_fallback_reads_total{outcome}`` (``served``: the re
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -23,12 +22,11 @@ from django.http import HttpRequest, HttpResponse
 
 from infra import metrics
 from infra.dbrouter import replica_answers, replica_for_primary
+from infra.logs import warn_sparsely
 
 log = logging.getLogger(__name__)
 SAFE_METHODS = frozenset({"GET", "HEAD"})
-LOG_EVERY_S = 10.0
 PRIMARY_OUT = "missive_primary_out"  # the request attribute api.exceptions sets
-_last_logged = [0.0]
 
 
 class ReplicaFallbackMiddleware:
@@ -44,7 +42,15 @@ class ReplicaFallbackMiddleware:
             again = self.get_response(request)
         outcome = "served" if again.status_code < 500 else "failed"
         metrics.inc("replica_fallback_reads", outcome=outcome)
-        _log(request, outcome)
+        warn_sparsely(
+            log,
+            "fallback",
+            "the database primary did not answer; API reads are served from the replica "
+            "(%s %s: %s)",
+            request.method,
+            request.path,
+            outcome,
+        )
         return again
 
 
@@ -56,17 +62,4 @@ def _due(request: HttpRequest, response: HttpResponse) -> bool:
         and request.path.startswith("/api/")
         and bool(settings.REPLICA_FALLBACK)
         and replica_answers()
-    )
-
-
-def _log(request: HttpRequest, outcome: str) -> None:
-    now = time.monotonic()
-    if now - _last_logged[0] < LOG_EVERY_S:
-        return
-    _last_logged[0] = now
-    log.warning(
-        "the database primary did not answer; API reads are served from the replica (%s %s: %s)",
-        request.method,
-        request.path,
-        outcome,
     )

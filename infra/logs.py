@@ -11,6 +11,10 @@ sends it back in the response's ``X-Request-ID`` and logs one access line at INF
 published while it is set carries it in a message header (``before_task_publish``) and the worker
 sets it again for the task's run (``task_prerun``), so a task a request started, and the tasks
 that task starts, log the request's id. Outside both it is ``-``.
+
+``warn_sparsely``: a WARNING about a condition every request or batch meets while a store is out
+(a refused write, a repair put off, a read served by the replica), at most once per 10 s per
+process and kind, not once per request.
 """
 
 from __future__ import annotations
@@ -38,6 +42,18 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 access_log = logging.getLogger("missive.request")
+SPARSE_EVERY_S = 10.0
+_sparse_last: dict[tuple[str, str], float] = {}
+
+
+def warn_sparsely(logger: logging.Logger, kind: str, msg: str, *args: Any) -> None:
+    """``logger.warning(msg, *args)``, unless this logger logged ``kind`` in the last
+    SPARSE_EVERY_S seconds (module docstring)."""
+    now, key = time.monotonic(), (logger.name, kind)
+    if now - _sparse_last.get(key, -SPARSE_EVERY_S) < SPARSE_EVERY_S:
+        return
+    _sparse_last[key] = now
+    logger.warning(msg, *args)
 
 
 class RequestIdFilter(logging.Filter):

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 
 from django.conf import settings
 from django.db import connection
 
 from infra import hbase, metrics
+from infra.logs import warn_sparsely
 from infra.redis import ping_all
 from infra.store_errors import refused_write
 from infra.store_errors import store_unavailable as store_unavailable  # the apps ask it here
@@ -40,7 +40,6 @@ REFUSED_WRITE_ADVICE = {
     "OOM": "maxmemory is reached: raise maxmemory or free memory",
     "MISCONF": "it cannot persist (disk full or not writable?): free disk space or fix its dir",
 }
-REFUSED_LOG_EVERY_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -66,23 +65,20 @@ def backoff_s(attempt: int, cap_s: float) -> float:
     return step * random.uniform(0.5, 1.0)
 
 
-_last_refused_log: dict[str, float] = {}
-
-
 def report_refused_write(exc: BaseException) -> None:
     """Count a write Redis refused and tell the operator what to do (a WARNING at most every
-    REFUSED_LOG_EVERY_S per reason and process: under a campaign every batch meets it)."""
+    10 s per reason and process, ``infra.logs.warn_sparsely``: under a campaign every batch
+    meets it)."""
     reason = refused_write(exc)
     if reason is None:
         return
     metrics.inc("redis_refused_writes", reason=reason)
-    now = time.monotonic()
-    if now - _last_refused_log.get(reason, -REFUSED_LOG_EVERY_S) >= REFUSED_LOG_EVERY_S:
-        _last_refused_log[reason] = now
-        log.warning(
-            "Redis refuses writes: %s (%s); %s. Campaign batches wait and API writes answer "
-            "503 until it accepts them again.",
-            reason,
-            str(exc)[:200],
-            REFUSED_WRITE_ADVICE[reason],
-        )
+    warn_sparsely(
+        log,
+        reason,
+        "Redis refuses writes: %s (%s); %s. Campaign batches wait and API writes answer "
+        "503 until it accepts them again.",
+        reason,
+        str(exc)[:200],
+        REFUSED_WRITE_ADVICE[reason],
+    )

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from infra import metrics
+from infra.logs import warn_sparsely
 from infra.redis import get_redis
 from infra.redis import run_id as redis_run_id
 from infra.store_errors import store_unavailable
@@ -49,8 +49,6 @@ from storage.counters import keys
 
 log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
-DEFERRED_LOG_EVERY_S = 10.0  # one line per process per 10 s through an outage, not one per read
-_last_logged = [0.0]
 T = TypeVar("T")
 Rebuild = Callable[[int], object]  # recompute one user's counters from the truth
 _bound: list[Rebuild] = []
@@ -121,12 +119,11 @@ def put_off(repair: Callable[[], T], otherwise: T) -> T:
         if not store_unavailable(exc):
             raise
         metrics.inc("unread_repairs_deferred")
-        now = time.monotonic()
-        if now - _last_logged[0] >= DEFERRED_LOG_EVERY_S:
-            _last_logged[0] = now
-            log.warning(
-                "unread repairs put off while a store does not answer; counts are served as "
-                "Redis holds them: %r",
-                exc,
-            )
+        warn_sparsely(
+            log,
+            "deferred",
+            "unread repairs put off while a store does not answer; counts are served as "
+            "Redis holds them: %r",
+            exc,
+        )
         return otherwise
