@@ -11,7 +11,8 @@ restart check, every half second.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +95,30 @@ def run_with_fault(
     return Campaign.objects.get(pk=campaign.pk)
 
 
+def recipients_where(wrong: Callable[[int], bool], uids: Collection[int]) -> set[int]:
+    """The ``uids`` for which ``wrong`` holds, asked of each user's own read path from 8 threads:
+    one at a time, 4,000 unread reads (each repairs that user's counters first) took 14 s a test."""
+    ordered = sorted(uids)
+
+    def part(start: int) -> set[int]:
+        try:
+            return {uid for uid in ordered[start::8] if wrong(uid)}
+        finally:
+            connection.close()  # this thread's own
+
+    with ThreadPoolExecutor(8) as pool:
+        return set().union(*pool.map(part, range(8)))
+
+
 def assert_every_recipient_exact(campaign: Campaign, scenario: Scenario) -> None:
     assert (campaign.status, campaign.failed) == (CampaignStatus.FINISHED, 0)
     assert campaign.delivered == len(scenario.expected)
     assert campaign.skipped_blocked == len(scenario.blocked)
-    inbox = get_inbox()
-    assert {u for u in scenario.expected if inbox.count(u, scenario.sender) != 1} == set()
-    receivers = Conversation.objects.filter(peer_uid=scenario.sender)
+    inbox, sender = get_inbox(), scenario.sender
+    assert recipients_where(lambda u: inbox.count(u, sender) != 1, scenario.expected) == set()
+    receivers = Conversation.objects.filter(peer_uid=sender)
     assert set(receivers.values_list("owner_uid", flat=True)) == scenario.expected
-    wrong = {u for u in scenario.expected if unread_summary(u).by_peer != {scenario.sender: 1}}
+    wrong = recipients_where(lambda u: unread_summary(u).by_peer != {sender: 1}, scenario.expected)
     assert wrong == set()
 
 

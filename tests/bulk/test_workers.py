@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 
 from bulk import fanout, ledger, services
 from bulk.models import BatchState, Campaign, CampaignBatch, CampaignStatus, ChannelSetting
@@ -21,7 +22,8 @@ from tests.conftest import wait_for
 
 pytestmark = pytest.mark.worker
 RECIPIENTS = 20_000
-STOPPED_S = 20  # four of its 5-s leases (BULK_LEASE_S): long past the point a batch is taken over
+LEASE_S = 3  # BULK_LEASE_S for the stopped-worker test (the default is 5)
+STOPPED_S = 4 * LEASE_S  # long past the point a batch is taken over
 
 
 def _finished(campaign_id: int, sweep: bool = False) -> bool:
@@ -162,6 +164,12 @@ def test_the_only_worker_killed_and_a_new_one_started_finishes_the_campaign_once
     )
 
 
+def full_speed(channel: str) -> None:
+    """Lift the channel's rate (read by every batch): the rest of a big campaign then runs at the
+    workers' speed, for its exactly-once check, instead of 10-17 s more at the test's rate."""
+    ChannelSetting.objects.filter(channel=channel).update(rate_per_s=1_000_000)
+
+
 def _idle(node: str) -> bool:
     """The worker ``node`` runs no task (it answers, and lists none active)."""
     replies = app.control.inspect(destination=[node], timeout=1.0).active() or {}
@@ -174,6 +182,7 @@ def test_a_worker_stopped_past_its_lease_then_resumed_delivers_nothing_twice(wor
     carries on where it was, finds its lease gone and stops (or its completion
     matches nothing): one inbox entry, one conversation, unread 1 per recipient, totals exact."""
     ChannelSetting.objects.create(channel="daily", rate_per_s=1_000_000, batch_size=2000)
+    workers.env["BULK_LEASE_S"] = str(LEASE_S)
     scenario = business_with_followers(uids(8001), blocked_every=89)
     node = f"sleeper-{uids(1)[0]}@{socket.gethostname()}"
     sleeper = workers.start(queues="bulk.daily", concurrency=1, name=node, new_session=True)
@@ -187,7 +196,8 @@ def test_a_worker_stopped_past_its_lease_then_resumed_delivers_nothing_twice(wor
         assert stopped, "the worker finished its batch before it was stopped"
         workers.start(queues="bulk.daily", concurrency=2)
         beat = Beat()
-        wait_for(lambda: _settles(campaign.pk, beat), timeout=240, every=0.1)
+        with override_settings(BULK_LEASE_S=LEASE_S):
+            wait_for(lambda: _settles(campaign.pk, beat), timeout=240, every=0.1)
         assert _leased_again(stopped)  # taken over, not waited for
         time.sleep(max(STOPPED_S - (time.monotonic() - stopped_at), 0))
     finally:
@@ -225,6 +235,7 @@ def test_a_priority_campaign_finishes_while_a_big_daily_one_runs(workers, uids) 
     wait_for(lambda: _finished(priority.pk), timeout=120)
     assert Campaign.objects.get(pk=daily.pk).status == CampaignStatus.RUNNING
     assert_exactly_once(priority.pk, priority_scenario.expected, priority_scenario.sender)
+    full_speed("daily")
     wait_for(lambda: _finished(daily.pk), timeout=240)
     assert_exactly_once(daily.pk, daily_scenario.expected, daily_scenario.sender)
 
@@ -259,5 +270,6 @@ def test_a_small_campaign_started_after_a_big_one_on_daily_finishes_long_before_
     assert big_then.status == CampaignStatus.RUNNING
     assert share < 0.5
     assert_exactly_once(small.pk, small_scenario.expected, small_scenario.sender)
+    full_speed("daily")
     wait_for(lambda: _finished(big.pk), timeout=240)
     assert_exactly_once(big.pk, big_scenario.expected, big_scenario.sender)
