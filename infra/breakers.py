@@ -10,6 +10,15 @@ which ``store_unavailable`` counts as an outage, so the API answers 503 + ``Retr
 BREAKER_RESET_S it is half-open: the next call goes through as a probe and closes it (the store
 answered) or opens it again.
 
+Before that probe the store is pinged with a timeout of BREAKER_PING_S (0.5 s; ``Breaker.ping``):
+a raw PING to Redis, the greeting MariaDB sends on connect, ``tables()`` of the HBase gateway. A
+store that still does not answer keeps the breaker open for another BREAKER_RESET_S, and the
+call fails after the ping instead of after the client's whole timeout. The request that drew the
+probe used to wait that timeout (2 s in an API process, 30 s for a worker's MariaDB): in the
+fault drill, while a store was frozen for 30 s, one read in ~30 per endpoint took 2.0 s (p99
+1.0-2.0 s, ``scripts/fault_drill.py``; BENCHMARKS.md has the figures after). While one thread
+pings, the others' calls fail at once.
+
 While open, a call raises what the store's own client raises when the store does not answer, so
 that every caller's handling of an outage (a degraded answer, a batch put back, a 503) works
 unchanged: ``RedisOpen`` is a redis-py ``ConnectionError``, ``DatabaseOpen`` a Django
@@ -38,6 +47,8 @@ keeps pybreaker's states and counters and takes the lock only to change state.
 from __future__ import annotations
 
 import contextlib
+import functools
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -85,17 +96,54 @@ DB_BREAKERS = {"default": "mariadb", "replica": "replica"}  # database alias -> 
 DB_STORES = frozenset(DB_BREAKERS.values())
 
 
+Ping = Callable[[str, float], None]  # (the store's address, timeout in s): raises unless it answers
+
+
 class Breaker(pybreaker.CircuitBreaker):
     """A pybreaker breaker that keeps its own state storage (``storage``: when it opened, read
-    through the storage's public ``opened_at``, ``allows``)."""
+    through the storage's public ``opened_at``, ``allows``) and pings its store before a probe
+    (module docstring)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, ping: Callable[[], None] | None = None, **kwargs: Any) -> None:
         self.storage = pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
+        self.ping = ping
+        self._pinging = threading.Lock()
         super().__init__(state_storage=self.storage, **kwargs)
 
     def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """pybreaker's ``call`` without holding the lock around ``func`` (module docstring)."""
+        if self.still_out():
+            raise StoreOpen("the store did not answer a ping before the breaker's probe")
         return self.state.call(func, *args, **kwargs)
+
+    def due(self) -> bool:
+        """Open, with its reset time gone by: the next call would be the probe."""
+        if self.current_state != pybreaker.STATE_OPEN:
+            return False
+        opened_at = self.storage.opened_at
+        return opened_at is None or datetime.now(UTC) >= opened_at + timedelta(
+            seconds=self.reset_timeout
+        )
+
+    def still_out(self) -> bool:
+        """Whether a call now must fail without reaching the store: the breaker is due a probe
+        but the store did not answer its ping (opened again, its reset time starts over), or
+        another thread is pinging it."""
+        if self.ping is None or not self.due():
+            return False
+        if not self._pinging.acquire(blocking=False):
+            return True
+        try:
+            if not self.due():  # another thread's ping and probe came first
+                return False
+            try:
+                self.ping()
+            except Exception:  # no answer, in whichever form the socket or client gives it
+                self.open()
+                return True
+            return False
+        finally:
+            self._pinging.release()
 
 
 def _not_counted(exc: BaseException) -> bool:
@@ -114,7 +162,7 @@ def breaker(name: str, where: str = "") -> Breaker:
     found = _made.get(key)
     if found is None:
         with _made_lock:
-            found = _made.setdefault(key, _new(name))
+            found = _made.get(key) or _made.setdefault(key, _new(*key))
     return found
 
 
@@ -129,8 +177,10 @@ def target(name: str) -> str:
     return f"{db.get('HOST', '')}:{db.get('PORT', '')}"
 
 
-def _new(name: str) -> Breaker:
+def _new(name: str, where: str) -> Breaker:
+    ping = PINGS.get(name)
     return Breaker(
+        ping=None if ping is None else functools.partial(ping, where, settings.BREAKER_PING_S),
         fail_max=settings.BREAKER_FAIL_MAX,
         reset_timeout=settings.BREAKER_RESET_S,
         exclude=[_not_counted],
@@ -162,10 +212,53 @@ def allows(name: str, where: str = "") -> bool:
     found = breaker(name, where)
     if found.current_state != pybreaker.STATE_OPEN:
         return True
-    opened_at = found.storage.opened_at
-    return opened_at is None or datetime.now(UTC) >= opened_at + timedelta(
-        seconds=found.reset_timeout
-    )
+    return found.due() and not found.still_out()
+
+
+# -- pings before a probe (module docstring) -----------------------------------------------------
+def _host_port(where: str) -> tuple[str, int] | None:
+    """("host", port) of a TCP address "host:port[/db]"; None for a Unix socket or no port."""
+    host, _, rest = where.partition("/")[0].rpartition(":")
+    return (host, int(rest)) if host and rest.isdigit() else None
+
+
+def _answers(where: str, timeout_s: float, hello: bytes = b"") -> None:
+    """Raise OSError unless the server at ``where`` sends a byte within ``timeout_s`` of the
+    connect (after ``hello``, when given). A frozen server's kernel still accepts the connect."""
+    address = _host_port(where)
+    if address is None:
+        return  # not a TCP address: the probe goes ahead as pybreaker's alone
+    with socket.create_connection(address, timeout=timeout_s) as sock:
+        sock.settimeout(timeout_s)
+        if hello:
+            sock.sendall(hello)
+        if not sock.recv(1):
+            raise ConnectionResetError(f"{where} closed the connection")
+
+
+def _ping_redis(where: str, timeout_s: float) -> None:
+    if not str(settings.REDIS_URL).startswith("rediss:"):  # TLS: a plain PING gets no answer
+        _answers(where, timeout_s, b"*1\r\n$4\r\nPING\r\n")  # any reply, even -NOAUTH
+
+
+def _ping_mysql(where: str, timeout_s: float) -> None:
+    """The server's greeting (sent in the clear, before any TLS); "localhost" is MySQLdb's Unix
+    socket, not pinged."""
+    host, _, port = where.rpartition(":")
+    if host not in ("", "localhost"):
+        _answers(f"{host}:{port or 3306}", timeout_s)
+
+
+PINGS: dict[str, Ping] = {
+    "redis": _ping_redis,
+    "mariadb": _ping_mysql,
+    "replica": _ping_mysql,
+}
+
+
+def register_ping(name: str, ping: Ping) -> None:
+    """The ping of a store whose client lives above this module (``hbase``: infra/hbase.py)."""
+    PINGS[name] = ping
 
 
 def record_failure(name: str, exc: BaseException, where: str = "") -> None:

@@ -82,6 +82,11 @@ def reset_pools() -> None:
     _pools.clear()
 
 
+def _ping_at(where: str, timeout_s: float) -> None:
+    """The ``hbase`` breaker's ping before a probe (infra/breakers.py): its gateway is ours."""
+    ping(timeout_s)
+
+
 def ping(timeout_s: float = 3.0) -> None:
     """Raise OSError/TTransportException unless a Thrift gateway answers ``tables()``."""
     opts = options()
@@ -92,3 +97,6 @@ def ping(timeout_s: float = 3.0) -> None:
         conn.tables()
     finally:
         conn.close()
+
+
+breakers.register_ping("hbase", _ping_at)

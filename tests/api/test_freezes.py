@@ -155,6 +155,35 @@ def test_mariadb_frozen_history_is_503_in_time_and_unread_still_answers(
     wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
 
 
+def test_mariadb_frozen_past_the_breakers_reset_each_probe_fails_after_a_ping_not_a_timeout(
+    transactional_db: Any, uids: Uids
+) -> None:
+    """With the breaker's reset time at 1 s, a 5-s freeze holds several probes. Each is preceded
+    by a 0.5-s ping (BREAKER_PING_S) that MariaDB does not answer: the request that drew it
+    answers 503 after the ping, not after the 2-s read timeout, and the breaker stays open."""
+    alice, bob = uids(2)
+    send_api("shop", [alice]).sent(alice, bob)
+    bff = inbox_api("bff-freeze-ping")
+    history = f"/users/{bob}/conversations/{alice}/messages"
+    with api_server(REPLICA_FALLBACK="0", BREAKER_RESET_S="1") as server:
+        assert get(server, history, bff.token).status == 200
+        services("freeze", "mariadb")
+        try:
+            opening = [get(server, history, bff.token) for _ in range(2)]
+            started, probed = time.monotonic(), []
+            while time.monotonic() - started < 5:
+                probed.append(get(server, history, bff.token))
+        finally:
+            services("thaw", "mariadb")
+        report("MariaDB frozen: the two that open the breaker", opening)
+        report("MariaDB frozen: the breaker open, probes every 1 s", probed)
+        assert_unavailable_in_time(opening + probed)
+        assert min(a.seconds for a in opening) > 0.9  # each waited: read timeout 2 s, connect 1 s
+        assert len(probed) > 20
+        assert max(a.seconds for a in probed) < 1.2  # the probes' pings (0.5 s), no timeout
+        wait_for(lambda: get(server, history, bff.token).status == 200, timeout=15, every=0.5)
+
+
 def test_mariadb_frozen_a_user_due_a_repair_still_gets_their_unread_then_is_repaired(
     server: int, uids: Uids
 ) -> None:
