@@ -138,7 +138,9 @@ class Breaker(pybreaker.CircuitBreaker):
                 return False
             try:
                 self.ping()
-            except Exception:  # no answer, in whichever form the socket or client gives it
+            except Exception as exc:
+                if not store_down(exc):
+                    return False  # not a store that did not answer: the probe decides
                 self.open()
                 return True
             return False
@@ -217,8 +219,10 @@ def allows(name: str, where: str = "") -> bool:
 
 # -- pings before a probe (module docstring) -----------------------------------------------------
 def _host_port(where: str) -> tuple[str, int] | None:
-    """("host", port) of a TCP address "host:port[/db]"; None for a Unix socket or no port."""
+    """("host", port) of a TCP address "host:port[/db]" ("[::1]:port" too); None for a Unix
+    socket or no port."""
     host, _, rest = where.partition("/")[0].rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
     return (host, int(rest)) if host and rest.isdigit() else None
 
 

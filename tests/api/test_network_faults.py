@@ -7,11 +7,13 @@ replica, which is not behind the proxy (api/fallback.py); the unread fast path, 
 SQL, still answers 200; with the toxic removed sends are accepted again.
 
 The same with ``reset_peer`` (every connection to the store closed with a RST as soon as it
-carries data) on MariaDB's path and on Redis's, and a 1 ms ``latency`` on Redis's: a reset path
-answers 503 (or 200/201 when a retry got through), never 500 and never after the deadline; 1 ms
-changes no answer. HBase's Thrift gateway on the HBase inbox, black-holed: history reads answer
-503 within the deadline, then at once (HBase's breaker), unread still 200, and the same history
-afterwards; reset: 503 or 200/201, never 500, and every send accepted is in the history after.
+carries data) on MariaDB's path and on Redis's, ``limit_data`` (each connection closed once it
+carried 100 bytes from the store: replies cut in the middle) on every store's path, and a 1 ms
+``latency`` on Redis's: a reset or cut path answers 503 (or 200/201 when a retry got through, or
+the replica answered), never 500 and never after the deadline; 1 ms changes no answer. HBase's
+Thrift gateway on the HBase inbox, black-holed: history reads answer 503 within the deadline,
+then at once (HBase's breaker), unread still 200, and the same history afterwards; reset or cut:
+503 or 200/201, never 500, and every send accepted is in the history after.
 Each test removes its toxics (and the fixtures their proxies) in a finally.
 """
 
@@ -149,6 +151,22 @@ def message(sender: int, receiver: int, cmid: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A toxic for a scene: its kind, the stream it acts on, its attributes, how it is named."""
+
+    kind: str
+    stream: str
+    attributes: dict[str, int]
+    label: str
+
+
+RESET = Fault("reset_peer", "upstream", {"timeout": 0}, "reset (toxiproxy reset_peer)")
+# each connection closed once it has carried 100 bytes from the store: the first reply longer
+# than that is cut in the middle (a handshake too: MariaDB's greeting is about that long)
+CUT = Fault("limit_data", "downstream", {"bytes": 100}, "cut after 100 bytes (limit_data)")
+
+
 def reset_scene(
     store: str,
     server: int,
@@ -157,20 +175,21 @@ def reset_scene(
     sender_token: str,
     alice: int,
     bob: int,
+    fault: Fault = RESET,
 ) -> int:
-    """With every connection to ``store`` reset (toxiproxy ``reset_peer``): ``read[2]`` reads of
-    ``read[0]`` with token ``read[1]``, then two 1:1 sends from alice to bob; each answered in
-    time, never 500. Returns how many sends were accepted (201)."""
+    """With every connection to ``store`` reset (toxiproxy ``reset_peer``), or another ``fault``:
+    ``read[2]`` reads of ``read[0]`` with token ``read[1]``, then two 1:1 sends from alice to
+    bob; each answered in time, never 500. Returns how many sends were accepted (201)."""
     path, token, count = read
-    with toxic(proxy, "reset_peer", timeout=0):
+    with toxic(proxy, fault.kind, fault.stream, **fault.attributes):
         reads = [get(server, path, token) for _ in range(count)]
-        tag = store.split()[0].lower()
+        tag = f"{store.split()[0].lower()}-"
         sends = [
             post(server, "/messages", sender_token, message(alice, bob, f"{tag}{i}"))
             for i in (1, 2)
         ]
-    report(f"{store} path reset (toxiproxy reset_peer): {path.rsplit('/', 1)[-1]}", reads)
-    report(f"{store} path reset (toxiproxy reset_peer): 1:1 send", sends)
+    report(f"{store} path {fault.label}: {path.rsplit('/', 1)[-1]}", reads)
+    report(f"{store} path {fault.label}: 1:1 send", sends)
     assert_never_500_nor_late(reads, 200)
     assert_never_500_nor_late(sends, 201)
     return sum(a.status == 201 for a in sends)
@@ -198,8 +217,9 @@ def redis_proxied_server(transactional_db: Any, redis_proxy: tuple[str, int]) ->
         yield port
 
 
-def test_a_reset_redis_path_answers_503_never_500_and_counts_every_send_it_accepted(
-    redis_proxied_server: int, redis_proxy: tuple[str, int], uids: Uids
+@pytest.mark.parametrize("fault", [RESET, CUT], ids=["reset", "cut"])
+def test_a_reset_or_cut_redis_path_answers_503_never_500_and_counts_every_send_it_accepted(
+    redis_proxied_server: int, redis_proxy: tuple[str, int], uids: Uids, fault: Fault
 ) -> None:
     alice, bob = uids(2)
     shop = send_api("shop-reset", [alice])
@@ -217,6 +237,7 @@ def test_a_reset_redis_path_answers_503_never_500_and_counts_every_send_it_accep
         shop.token,
         alice,
         bob,
+        fault,
     )
     wait_for(lambda: get(redis_proxied_server, unread, bff.token).status == 200, timeout=15)
     assert get(redis_proxied_server, unread, bff.token).body["total"] >= 1 + accepted
@@ -256,6 +277,43 @@ def test_a_reset_mariadb_path_answers_503_never_500_and_unread_still_answers(
     assert_never_500_nor_late(reads, 200)
     assert [(a.status, a.body["total"]) for a in counts] == [(200, 1)] * 3
     wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)
+
+
+@pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+def test_a_cut_mariadb_path_answers_503_never_500_reads_come_from_the_replica(
+    proxied_server: int, mariadb_proxy: tuple[str, int], uids: Uids
+) -> None:
+    """Each connection to the primary closed after 100 bytes (a reply cut in the middle, a new
+    connection's handshake cut): sends answer 201 or 503, never 500; the history answers 200
+    (from the replica when the primary's reply was cut); the sends accepted are all in it, and
+    each send retried with its client_msg_id afterwards is there once."""
+    alice, bob = uids(2)
+    shop, bff = send_api("shop-cut-db", [alice]), inbox_api("bff-cut-db")
+    history = f"/users/{bob}/conversations/{alice}/messages"
+    assert post(proxied_server, "/messages", shop.token, message(alice, bob, "c0")).status == 201
+    wait_for_replica()
+    assert get(proxied_server, history, bff.token).status == 200
+    accepted = reset_scene(
+        "MariaDB",
+        proxied_server,
+        mariadb_proxy[0],
+        (history, bff.token, 4),
+        shop.token,
+        alice,
+        bob,
+        CUT,
+    )
+    wait_for(lambda: get(proxied_server, history, bff.token).status == 200, timeout=15, every=0.5)
+    assert len(get(proxied_server, history, bff.token).body["results"]) >= 1 + accepted
+    for i in (1, 2):  # the client retries each send with its client_msg_id until accepted
+        body = message(alice, bob, f"mariadb-{i}")
+        wait_for(
+            lambda: post(proxied_server, "/messages", shop.token, body).status in (200, 201),  # noqa: B023
+            timeout=15,
+            every=0.5,
+        )
+    wait_for_replica()
+    assert len(get(proxied_server, history, bff.token).body["results"]) == 3  # each stored once
 
 
 # -- HBase's Thrift gateway behind the proxy (the HBase inbox) ----------------------------------
@@ -309,13 +367,15 @@ def test_a_black_holed_hbase_path_is_503_in_time_and_unread_still_answers(
     assert get(server, c.history, c.bff.token).body["results"] == before.body["results"]
 
 
-def test_a_reset_hbase_path_answers_503_never_500_and_loses_no_accepted_send(
-    hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids
+@pytest.mark.parametrize("fault", [RESET, CUT], ids=["reset", "cut"])
+def test_a_reset_or_cut_hbase_path_answers_503_never_500_and_loses_no_accepted_send(
+    hbase_proxied_server: int, hbase_proxy: tuple[str, int], uids: Uids, fault: Fault
 ) -> None:
-    server, c = hbase_proxied_server, first_message(hbase_proxied_server, uids, "hbase-reset")
+    server = hbase_proxied_server
+    c = first_message(server, uids, f"hbase-{fault.kind}")
     read = (c.history, c.bff.token, 3)
     accepted = reset_scene(
-        "HBase Thrift", server, hbase_proxy[0], read, c.shop.token, c.alice, c.bob
+        "HBase Thrift", server, hbase_proxy[0], read, c.shop.token, c.alice, c.bob, fault
     )
     wait_for(lambda: get(server, c.history, c.bff.token).status == 200, timeout=15, every=0.5)
     assert len(get(server, c.history, c.bff.token).body["results"]) >= 1 + accepted
