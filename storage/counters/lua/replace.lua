@@ -4,14 +4,18 @@
 -- a delivery of it may still be on its way to this hash ('0': none): kept as ``r:<peer>`` so that
 -- the delivery's own count skips it (incr_many.lua); only where the recount differs from the count
 -- Redis held (a count on its way makes it differ; after a restart that kept its data nothing does,
--- so the hashes gain no field).
+-- so the hashes gain no field). A guard an earlier recount left is kept when this one counts the
+-- same (two reads of a user repairing at once: the second found the first's count, and dropping
+-- the guard let the delivery's count arrive on top of it, unread 2 for one message).
 -- Returns {old total, new total, conversations whose count changed, sum of |old - new| over them}.
 local key = KEYS[1]
 local old_total = tonumber(redis.call('HGET', key, 't') or '0')
 local old = redis.call('HGETALL', key)
-local old_peers = {}
+local old_peers, old_guards = {}, {}
 for i = 1, #old, 2 do
-  if string.sub(old[i], 1, 2) == 'p:' then old_peers[old[i]] = tonumber(old[i + 1]) end
+  local prefix = string.sub(old[i], 1, 2)
+  if prefix == 'p:' then old_peers[old[i]] = tonumber(old[i + 1]) end
+  if prefix == 'r:' then old_guards[old[i]] = old[i + 1] end
 end
 redis.call('DEL', key)
 local total, changed, drift, seen, categories = 0, 0, 0, {}, {}
@@ -20,7 +24,12 @@ for i = 1, #ARGV, 4 do
   local peer_field = 'p:' .. ARGV[i]
   seen[peer_field] = true
   local was = old_peers[peer_field] or 0
-  if ARGV[i + 3] ~= '0' and was ~= n then redis.call('HSET', key, 'r:' .. ARGV[i], ARGV[i + 3]) end
+  local guard_field = 'r:' .. ARGV[i]
+  if ARGV[i + 3] ~= '0' and was ~= n then
+    redis.call('HSET', key, guard_field, ARGV[i + 3])
+  elseif ARGV[i + 3] ~= '0' and old_guards[guard_field] then
+    redis.call('HSET', key, guard_field, old_guards[guard_field])
+  end
   if n > 0 then
     redis.call('HSET', key, peer_field, n, 'k:' .. ARGV[i], ARGV[i + 1])
     categories[ARGV[i + 1]] = (categories[ARGV[i + 1]] or 0) + n
