@@ -79,7 +79,44 @@ def _call_retrying_once(fn: Callable[[happybase.Connection], T]) -> T:
 def _call_once(fn: Callable[[happybase.Connection], T]) -> T:
     with pool().connection() as conn:
         conn.open()
-        return fn(conn)
+        client = conn.client
+        conn.client = _SilentAfterTimeout(client)
+        try:
+            return fn(conn)
+        finally:
+            conn.client = client  # the pool replaces it after a failure
+
+
+class _SilentAfterTimeout:
+    """A connection's Thrift client for one ``call``: once an RPC got no answer in time, every
+    later RPC on that connection raises at once instead of waiting again. happybase closes a
+    failed scan's scanner in a ``finally`` over the same connection: a scan whose gateway stopped
+    answering mid-way (its RegionServer died, a freeze, a partition) waited for a second timeout
+    (1.0 s with a 0.5-s timeout, tests/infra/test_request_outs.py; in the fault drill, reads
+    answered after 4 s while a killed RegionServer's regions moved). The gateway's scanner is
+    left to its lease."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._silent: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        def rpc(*args: Any, **kwargs: Any) -> Any:
+            if self._silent is not None:
+                detail = f"{name}: the gateway did not answer this connection's last call"
+                raise TTransportException(TTransportException.TIMED_OUT, detail) from self._silent
+            try:
+                return method(*args, **kwargs)
+            except Exception as exc:
+                if timed_out(exc):
+                    self._silent = exc
+                raise
+
+        return rpc
 
 
 def table(conn: happybase.Connection, name: str) -> happybase.Table:
