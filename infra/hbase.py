@@ -92,7 +92,7 @@ class _SilentAfterTimeout:
     later RPC on that connection raises at once instead of waiting again. happybase closes a
     failed scan's scanner in a ``finally`` over the same connection: a scan whose gateway stopped
     answering mid-way (its RegionServer died, a freeze, a partition) waited for a second timeout
-    (1.0 s with a 0.5-s timeout, tests/infra/test_request_outs.py; in the fault drill, reads
+    (1.0 s with a 0.5-s timeout, tests/infra/test_hbase_timeouts.py; in the fault drill, reads
     answered after 4 s while a killed RegionServer's regions moved). The gateway's scanner is
     left to its lease."""
 

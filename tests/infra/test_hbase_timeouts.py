@@ -27,15 +27,13 @@ def test_a_scan_the_gateway_stops_answering_mid_way_waits_for_one_timeout_not_tw
     """A scan whose next batch gets no answer (the path black-holed after its first batch, as
     when the RegionServer holding the rest dies): the scan fails after one Thrift timeout. It
     used to wait a second one: happybase closes its scanner over the same silent connection."""
+    table = b"scan_probe"  # under the tests' table prefix; made with the usual timeout
+    hbase.call(lambda conn: table in conn.tables() or conn.create_table(table, {"d": {}}))
+    hbase.call(lambda conn: [conn.table(table).put(b"r%d" % i, {b"d:x": b"1"}) for i in range(3)])
     proxied = {**settings.HBASE, "PORT": hbase_proxy[1], "TIMEOUT_MS": 500}
-    table = b"scan_probe"  # under the tests' table prefix
     with override_settings(HBASE=proxied):
         hbase.reset_pools()
         breakers.reset()
-        hbase.call(lambda conn: table in conn.tables() or conn.create_table(table, {"d": {}}))
-        hbase.call(
-            lambda conn: [conn.table(table).put(b"r%d" % i, {b"d:x": b"1"}) for i in range(3)]
-        )
 
         def scan(conn: Any) -> list[Any]:
             rows = conn.table(table).scan(batch_size=1)
