@@ -155,8 +155,9 @@ STORE_TIMEOUTS = {
 # no answer it opens, and calls fail at once (503 + Retry-After) for BREAKER_RESET_S; then one
 # call probes (half-open) and closes it again, or reopens it.
 BREAKER_FAIL_MAX = env_int("BREAKER_FAIL_MAX", 2)
-BREAKER_RESET_S = float(env("BREAKER_RESET_S", "3"))
-# Before that probe the store is pinged with this timeout; no answer keeps the breaker open.
+BREAKER_RESET_S = float(env("BREAKER_RESET_S", "1"))
+# Before that probe the store is pinged, off the request, with this timeout; calls fail at once
+# until it answers, and no answer keeps the breaker open another BREAKER_RESET_S.
 BREAKER_PING_S = float(env("BREAKER_PING_S", "0.5"))
 # A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
 # a second per process), or not answering, sends its reads to the primary (infra/dbrouter.py).

@@ -11,13 +11,15 @@ BREAKER_RESET_S it is half-open: the next call goes through as a probe and close
 answered) or opens it again.
 
 Before that probe the store is pinged with a timeout of BREAKER_PING_S (0.5 s; ``Breaker.ping``):
-a raw PING to Redis, the greeting MariaDB sends on connect, ``tables()`` of the HBase gateway. A
-store that still does not answer keeps the breaker open for another BREAKER_RESET_S, and the
-call fails after the ping instead of after the client's whole timeout. The request that drew the
-probe used to wait that timeout (2 s in an API process, 30 s for a worker's MariaDB): in the
-fault drill, while a store was frozen for 30 s, one read in ~30 per endpoint took 2.0 s (p99
-1.0-2.0 s, ``scripts/fault_drill.py``; BENCHMARKS.md has the figures after). While one thread
-pings, the others' calls fail at once.
+a raw PING to Redis, the greeting MariaDB sends on connect, ``tables()`` of the HBase gateway. The
+ping runs on a thread of its own, started by the first call that finds the breaker due; that call
+and every call until the store answered fail at once. No answer keeps the breaker open for
+another BREAKER_RESET_S; an answer makes the next call the probe. Measured in the fault drill
+(``scripts/fault_drill.py``, each store frozen 30 s, BENCHMARKS.md): with the probe waiting for
+the client's whole timeout, one read in ~30 per endpoint took 1.0-2.0 s while a store was out;
+with the ping in the request, the request that drew it 0.5 s; with the ping off the requests'
+path no request waits for it, so the reset time could fall from 3 s to 1 s, and with it the
+503s after a store came back (2.0-3.1 s of them after the thaw before).
 
 While open, a call raises what the store's own client raises when the store does not answer, so
 that every caller's handling of an outage (a degraded answer, a batch put back, a 503) works
@@ -107,13 +109,15 @@ class Breaker(pybreaker.CircuitBreaker):
     def __init__(self, ping: Callable[[], None] | None = None, **kwargs: Any) -> None:
         self.storage = pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
         self.ping = ping
-        self._pinging = threading.Lock()
+        self._ping_lock = threading.Lock()
+        self._pinging = False
+        self._answered_for: datetime | None = None  # the opening a ping got an answer in
         super().__init__(state_storage=self.storage, **kwargs)
 
     def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """pybreaker's ``call`` without holding the lock around ``func`` (module docstring)."""
         if self.still_out():
-            raise StoreOpen("the store did not answer a ping before the breaker's probe")
+            raise StoreOpen("the store has not answered a ping since the breaker opened")
         return self.state.call(func, *args, **kwargs)
 
     def due(self) -> bool:
@@ -127,25 +131,36 @@ class Breaker(pybreaker.CircuitBreaker):
 
     def still_out(self) -> bool:
         """Whether a call now must fail without reaching the store: the breaker is due a probe
-        but the store did not answer its ping (opened again, its reset time starts over), or
-        another thread is pinging it."""
+        but its store has not answered a ping in this opening. The first such call starts the
+        ping on a thread of its own and fails at once, as do the calls while it runs; once the
+        store answered, the next call is the probe. No answer opens the breaker again (its
+        reset time starts over)."""
         if self.ping is None or not self.due():
             return False
-        if not self._pinging.acquire(blocking=False):
-            return True
-        try:
-            if not self.due():  # another thread's ping and probe came first
+        with self._ping_lock:
+            if self._answered_for == self.storage.opened_at:
                 return False
-            try:
-                self.ping()
-            except Exception as exc:
-                if not store_down(exc):
-                    return False  # not a store that did not answer: the probe decides
-                self.open()
+            if self._pinging:
                 return True
-            return False
-        finally:
-            self._pinging.release()
+            self._pinging = True
+        threading.Thread(
+            target=self._ping_once, name=f"breaker-ping-{self.name}", daemon=True
+        ).start()
+        return True
+
+    def _ping_once(self) -> None:
+        opened_at = self.storage.opened_at
+        answered = True
+        try:
+            self.ping()  # type: ignore[misc]
+        except Exception as exc:
+            answered = not store_down(exc)  # any other error: the probe decides
+        with self._ping_lock:
+            self._pinging = False
+            if answered:
+                self._answered_for = opened_at
+        if not answered and self.storage.opened_at == opened_at:
+            self.open()  # its reset time starts over
 
 
 def _not_counted(exc: BaseException) -> bool:

@@ -479,6 +479,7 @@ def report(outcome: Outcome, hold: float) -> list[str]:
         print(
             f"    {phase:13} {'requests':>8} {'200/201':>8} {'503':>6} {'other':>6} "
             f"{'no answer':>9} {'p99 s':>7} {'max s':>7} {'>=10 s':>7}"
+            + (f" {'last 503':>9}" if phase == "after" else "")
         )
         for endpoint in ENDPOINTS:
             mine = [a for a in outcome.answers if a.endpoint == endpoint and lo <= a.at < hi]
@@ -494,6 +495,7 @@ def report(outcome: Outcome, hold: float) -> list[str]:
             print(
                 f"    {endpoint:13} {len(mine):8,} {ok:8,} {unavailable:6,} {other:6,} "
                 f"{none:9,} {p99:7.2f} {seconds[-1]:7.2f} {slow:7,}"
+                + (f" {_last_503(mine, outcome.up_at):>9}" if phase == "after" else "")
             )
             fives = sum(1 for a in mine if a.status >= 500 and a.status != 503)
             if fives or none or slow:
@@ -504,6 +506,13 @@ def report(outcome: Outcome, hold: float) -> list[str]:
     verdict = "; ".join(outcome.problems) if outcome.problems else "every recipient exact"
     print(f"    checks: {verdict}", flush=True)
     return bad + [f"{outcome.fault}: {p}" for p in outcome.problems]
+
+
+def _last_503(answers: list[Answer], up_at: float) -> str:
+    """How long after the store came back the last 503 was asked ("-": none): the breaker's
+    reset time and probe, as a client sees them."""
+    last = max((a.at for a in answers if a.status == 503), default=None)
+    return "-" if last is None else f"{last - up_at:.1f} s"
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def delivered_in(scenario: Scenario, salts: set[bytes]) -> int:
 
 def history_answers(api: Api, owner: int, peer: int, msgkey: int) -> bool:
     """GET the owner's history with ``peer``: True once it answers with the message."""
-    breakers.reset()  # the store's own recovery, not this process's breaker (3 s more at most)
+    breakers.reset()  # the store's own recovery, not this process's breaker (1 s more at most)
     status, body = api.call("GET", f"/users/{owner}/conversations/{peer}/messages")
     return status == 200 and [int(m["msgkey"]) for m in body["results"]] == [msgkey]
 
