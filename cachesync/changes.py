@@ -13,6 +13,11 @@ What each committed row change asks of the caches (services.py applies it):
                                                         mtime + 1 (what ``conversation_delete``
                                                         pushes; never newer than a re-insert)
     update of the (owner, peer) key itself            → forget the old pair, refresh the new
+    update of ``read_upto``, ``category`` or the key,  → ``recount``: the owner's unread counters
+      or delete of a row with messages past its read     recomputed from the rows and the inbox
+      position                                           (a read position moved in SQL, a
+                                                         conversation gone: what the application
+                                                         sets after its own such writes)
 - ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
   delete → ``messages``: the conversations showing it as their last message get bumped (their
   summary's preview changed, their mtime did not). Inserts change no cache: ``ignored`` tells
@@ -37,6 +42,7 @@ MESSAGES = Message._meta.db_table
 BLOCKS = Block._meta.db_table
 TABLES = (CONVERSATIONS, MESSAGES, BLOCKS)
 MESSAGE_FIELDS = ("body", "type", "status", "sender_uid")
+UNREAD_FIELDS = ("owner_uid", "peer_uid", "read_upto", "category")
 
 Pair = tuple[int, int]
 Row = Mapping[str, Any]
@@ -54,13 +60,22 @@ class ChangeSet:
     forget: dict[Pair, int] = field(default_factory=dict)
     messages: set[int] = field(default_factory=set)
     blocks: int = 0
+    recount: set[int] = field(default_factory=set)  # owners whose unread counts may have moved
     newest_mtime_ms: int = 0  # the newest conversation mtime seen (lag.py)
 
     def __bool__(self) -> bool:
-        return bool(self.refresh or self.bump or self.forget or self.messages or self.blocks)
+        return bool(
+            self.refresh or self.bump or self.forget or self.messages or self.blocks or self.recount
+        )
 
     def size(self) -> int:
-        return len(self.refresh) + len(self.bump) + len(self.forget) + len(self.messages)
+        return (
+            len(self.refresh)
+            + len(self.bump)
+            + len(self.forget)
+            + len(self.messages)
+            + len(self.recount)
+        )
 
     def merge(self, later: ChangeSet) -> None:
         """Add a later transaction's changes, to apply both at once. Every push reads the rows'
@@ -73,6 +88,7 @@ class ChangeSet:
         self.bump |= later.bump
         self.messages |= later.messages
         self.blocks += later.blocks
+        self.recount |= later.recount
         self.newest_mtime_ms = max(self.newest_mtime_ms, later.newest_mtime_ms)
 
     def add(self, table: str, kind: str, rows: Iterable[Mapping[str, Row]]) -> None:
@@ -90,10 +106,14 @@ class ChangeSet:
             self._refreshed(row["values"])
         elif kind == "delete":
             self._forgotten(row["values"])
+            if int(row["values"]["last_msgkey"]) > int(row["values"]["read_upto"]):
+                self.recount.add(_pair(row["values"])[0])  # it had messages unread
         else:
             self._updated(row["before_values"], row["after_values"])
 
     def _updated(self, before: Row, after: Row) -> None:
+        if any(before.get(f) != after.get(f) for f in UNREAD_FIELDS):
+            self.recount |= {_pair(before)[0], _pair(after)[0]}
         if _pair(before) != _pair(after):
             self._forgotten(before)
             self._refreshed(after)

@@ -5,10 +5,13 @@ second cache writer, through messaging's services (``storage.convcache.writer`` 
 ``conversations_forget`` for deleted conversations (one bulk push), ``conversations_refresh``
 for changed ones (a fan-out's batch of one peer and many owners is one bulk push), and
 ``conversations_bump`` (bump mtime, then push) for changes whose row shows no newer mtime,
-including the conversations whose last message changed. A changed conversation that every tier
-holds at its row's mtime already is not pushed again (the application's own write-through put
-it there; the check: held.py). Every push is
-the mtime compare-and-set of the tiers, so applying a ChangeSet twice, or after a newer one,
+including the conversations whose last message changed. Owners whose read position, category or
+unread conversation changed in a row get their unread counters recomputed from the rows and the
+inbox (``unread_counters_rebuild``, the repair after a Redis restart, which guards against a
+delivery's count on its way), as the application sets them after its own such writes. A changed
+conversation that every tier holds at its row's mtime already is not pushed again (the
+application's own write-through put it there; the check: held.py). Every push is the mtime
+compare-and-set of the tiers, so applying a ChangeSet twice, or after a newer one,
 changes nothing: the caller may replay it until it lands.
 
 Runs inside ``caches_strict()``: a tier that missed a push and was neither dropped nor marked
@@ -35,6 +38,7 @@ from messaging.services import (
     conversations_refresh,
     conversations_unheld,
 )
+from unread.services import unread_counters_rebuild
 
 
 def changes_apply(changes: ChangeSet) -> int:
@@ -49,6 +53,8 @@ def changes_apply(changes: ChangeSet) -> int:
             conversations_refresh(refresh)
         if bump:
             conversations_bump(sorted(bump))
+    if changes.recount:  # the unread app's repair, safe beside deliveries (unread/rebuild.py)
+        unread_counters_rebuild(sorted(changes.recount))
     return len(wanted) - len(refresh)
 
 

@@ -28,7 +28,7 @@ from infra.redis import get_redis
 from messaging.services import conversations_refresh
 from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
 from storage.convcache import keys as cache_keys
-from tests.api.factories import Api
+from tests.api.factories import Api, send_api
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -163,6 +163,34 @@ def test_a_conversation_deleted_in_sql_leaves_the_list(
     sql("DELETE FROM messaging_conversation WHERE owner_uid = %s AND peer_uid = %s", bob, alice)
     follows(lambda: alice not in direct(bff, bob))
     assert bob in direct(bff, alice)  # the other side is another row
+
+
+def test_a_read_position_moved_or_a_conversation_deleted_in_sql_moves_the_unread_counts(
+    follow: Running, uids: Callable[[int], list[int]], bff: Api
+) -> None:
+    """The unread counts follow the rows too: a read position moved in SQL counts its messages
+    read, a conversation deleted in SQL stops counting its own (as the application's read and
+    delete set them), and the other conversations keep theirs."""
+    alice, bob, carol = uids(3)
+    sender = send_api("app", [alice, carol])
+    sender.sent(alice, bob, "one")
+    sender.sent(alice, bob, "two")
+    sender.sent(carol, bob, "three")
+    assert bff.unread(bob)["total"] == 3
+
+    sql(
+        "UPDATE messaging_conversation SET read_upto = last_msgkey"
+        " WHERE owner_uid = %s AND peer_uid = %s",
+        bob,
+        alice,
+    )
+    follows(lambda: bff.unread(bob)["total"] == 1)
+    assert direct(bff, bob)[alice]["unread"] == 0
+
+    sql("DELETE FROM messaging_conversation WHERE owner_uid = %s AND peer_uid = %s", bob, carol)
+    follows(lambda: bff.unread(bob)["total"] == 0)
+    sender.sent(alice, bob, "four")  # a new message after both: counted once
+    assert bff.unread(bob)["total"] == 1
 
 
 def test_a_restart_resumes_from_the_saved_gtid_and_applies_each_change_once(
