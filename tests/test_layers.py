@@ -37,7 +37,7 @@ ALLOWED = {
     "unread": FLOORS | {"messaging", "groups"},
     "live": FLOORS | {"messaging", "groups"},
     "retention": FLOORS | {"messaging", "groups", "bulk"},
-    "cachesync": FLOORS | {"messaging", "groups"},
+    "cachesync": FLOORS | {"messaging", "groups", "unread"},
 }
 PACKAGES = tuple(ALLOWED)
 # What an app offers the apps above it; the rest of it is its own business.
