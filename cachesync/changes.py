@@ -13,11 +13,12 @@ What each committed row change asks of the caches (services.py applies it):
                                                         mtime + 1 (what ``conversation_delete``
                                                         pushes; never newer than a re-insert)
     update of the (owner, peer) key itself            → forget the old pair, refresh the new
-    update of ``read_upto``, ``category`` or the key,  → ``recount``: the owner's unread counters
-      or delete of a row with messages past its read     recomputed from the rows and the inbox
-      position                                           (a read position moved in SQL, a
-                                                         conversation gone: what the application
-                                                         sets after its own such writes)
+    update of ``read_upto``, ``category`` or the key,  → ``recount``: the conversation's unread
+      or delete of a row with messages past its read     count recomputed from its row as it is
+      position                                           now and the inbox (a read position moved
+                                                         in SQL, a conversation gone: what the
+                                                         application sets after its own such
+                                                         writes)
 - ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
   delete → ``messages``: the conversations showing it as their last message get bumped (their
   summary's preview changed, their mtime did not). Inserts change no cache: ``ignored`` tells
@@ -60,7 +61,7 @@ class ChangeSet:
     forget: dict[Pair, int] = field(default_factory=dict)
     messages: set[int] = field(default_factory=set)
     blocks: int = 0
-    recount: set[int] = field(default_factory=set)  # owners whose unread counts may have moved
+    recount: set[Pair] = field(default_factory=set)  # conversations whose unread may have moved
     newest_mtime_ms: int = 0  # the newest conversation mtime seen (lag.py)
 
     def __bool__(self) -> bool:
@@ -107,13 +108,13 @@ class ChangeSet:
         elif kind == "delete":
             self._forgotten(row["values"])
             if int(row["values"]["last_msgkey"]) > int(row["values"]["read_upto"]):
-                self.recount.add(_pair(row["values"])[0])  # it had messages unread
+                self.recount.add(_pair(row["values"]))  # it had messages unread
         else:
             self._updated(row["before_values"], row["after_values"])
 
     def _updated(self, before: Row, after: Row) -> None:
         if any(before.get(f) != after.get(f) for f in UNREAD_FIELDS):
-            self.recount |= {_pair(before)[0], _pair(after)[0]}
+            self.recount |= {_pair(before), _pair(after)}
         if _pair(before) != _pair(after):
             self._forgotten(before)
             self._refreshed(after)

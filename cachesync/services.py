@@ -5,10 +5,11 @@ second cache writer, through messaging's services (``storage.convcache.writer`` 
 ``conversations_forget`` for deleted conversations (one bulk push), ``conversations_refresh``
 for changed ones (a fan-out's batch of one peer and many owners is one bulk push), and
 ``conversations_bump`` (bump mtime, then push) for changes whose row shows no newer mtime,
-including the conversations whose last message changed. Owners whose read position, category or
-unread conversation changed in a row get their unread counters recomputed from the rows and the
-inbox (``unread_counters_rebuild``, the repair after a Redis restart, which guards against a
-delivery's count on its way), as the application sets them after its own such writes. A changed
+including the conversations whose last message changed. A conversation whose read position or
+category changed, or that was deleted with messages unread, gets its unread count recomputed from
+its row as it is now and the inbox (``unread_conversations_recount``: as the repair after a Redis
+restart counts, guarded against a delivery's count on its way; the owner's other counts stay),
+as the application sets it after its own such writes. A changed
 conversation that every tier holds at its row's mtime already is not pushed again (the
 application's own write-through put it there; the check: held.py). Every push is the mtime
 compare-and-set of the tiers, so applying a ChangeSet twice, or after a newer one,
@@ -38,7 +39,7 @@ from messaging.services import (
     conversations_refresh,
     conversations_unheld,
 )
-from unread.services import unread_counters_rebuild
+from unread.services import unread_conversations_recount
 
 
 def changes_apply(changes: ChangeSet) -> int:
@@ -53,8 +54,8 @@ def changes_apply(changes: ChangeSet) -> int:
             conversations_refresh(refresh)
         if bump:
             conversations_bump(sorted(bump))
-    if changes.recount:  # the unread app's repair, safe beside deliveries (unread/rebuild.py)
-        unread_counters_rebuild(sorted(changes.recount))
+    if changes.recount:  # the unread app's recount, safe beside deliveries (unread/rebuild.py)
+        unread_conversations_recount(changes.recount)
     return len(wanted) - len(refresh)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, connections
-from django.db.models import F
+from django.db.models import F, Q
 
 from infra.dbrouter import PRIMARY, read_replica, replica
 from infra.sqlvalues import int_list
@@ -96,6 +96,7 @@ def _history_item(msgkey: int, message: Message | None) -> HistoryItem | None:
 
 
 # -- what other apps ask of messaging (bulk campaigns: their hot path, one query each) ----------
+PAIRS_CHUNK = 500  # conversations read by (owner, peer) per query
 FOLLOW_INDEX = "follow_followee"  # (followee_uid, follower_uid), messaging.models.Follow
 
 
@@ -196,6 +197,28 @@ def conversations_with_unread(owner_uid: int) -> Iterator[tuple[int, str, int, i
         .values_list("peer_uid", "category", "read_upto", "last_msgkey", "mtime")
         .iterator(chunk_size=2000)
     )
+
+
+def conversations_of_pairs(
+    pairs: Sequence[tuple[int, int]],
+) -> dict[tuple[int, int], tuple[str, int, int, int]]:
+    """``(owner, peer) -> (category, read_upto, last_msgkey, mtime)`` of those of ``pairs`` that
+    exist, from the primary: one read per PAIRS_CHUNK pairs, the owners of each peer in one
+    ``IN``."""
+    found: dict[tuple[int, int], tuple[str, int, int, int]] = {}
+    for start in range(0, len(pairs), PAIRS_CHUNK):
+        by_peer: dict[int, list[int]] = {}
+        for owner, peer in pairs[start : start + PAIRS_CHUNK]:
+            by_peer.setdefault(peer, []).append(owner)
+        wanted = Q()
+        for peer, owners in by_peer.items():
+            wanted |= Q(peer_uid=peer, owner_uid__in=owners)
+        rows = Conversation.objects.filter(wanted).values_list(
+            "owner_uid", "peer_uid", "category", "read_upto", "last_msgkey", "mtime"
+        )
+        for owner, peer, category, read_upto, last, mtime in rows:
+            found[(owner, peer)] = (category, read_upto, last, mtime)
+    return found
 
 
 def conversation_owners(*, after: int | None, limit: int) -> list[int]:

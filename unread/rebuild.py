@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from infra.redis import get_redis
 from messaging import selectors as messaging
 from storage.counters import keys
-from storage.counters.store import Replaced, recount_guard, unread_replace
+from storage.counters.store import (
+    Recounted,
+    Replaced,
+    recount_guard,
+    unread_recount_pairs,
+    unread_replace,
+)
 from storage.inbox import get_inbox
 from storage.msgkey import now_ms
 
@@ -59,6 +65,28 @@ def recount(owner_uid: int) -> list[tuple[int, str, int, int]]:
         for peer, cat, upto, last, mtime in messaging.conversations_with_unread(owner_uid)
     )
     return [c for c in counts if c[2] > 0]
+
+
+def recount_pairs(pairs: Iterable[tuple[int, int]]) -> dict[int, list[Recounted]]:
+    """Per owner, ``(peer, category, unread, counted_upto)`` of each ``(owner, peer)``, as
+    ``recount`` counts them: from the conversation as it is now on the primary (0 when it is
+    gone), so a change that arrives late never brings back an older state."""
+    wanted = sorted(set(pairs))
+    rows, inbox, now = messaging.conversations_of_pairs(wanted), get_inbox(), now_ms()
+    counts: dict[int, list[Recounted]] = {}
+    for owner, peer in wanted:
+        category, upto, last, mtime = rows.get((owner, peer), ("", 0, 0, 0))
+        n = inbox.count_after(owner, peer, upto, last) if last > upto else 0
+        counts.setdefault(owner, []).append((peer, category, n, recount_guard(last, mtime, now)))
+    return counts
+
+
+def unread_rebuild_pairs(pairs: Iterable[tuple[int, int]]) -> int:
+    """Recount these conversations and set their counts (the owners' others stay); returns how
+    many owners."""
+    counts = recount_pairs(pairs)
+    unread_recount_pairs(counts)
+    return len(counts)
 
 
 def unread_rebuild_user(owner_uid: int) -> Replaced:

@@ -13,3 +13,10 @@ def unread_counters_rebuild(
 ) -> RebuildStats:
     """Recompute these users' unread counters from the inbox and their read positions."""
     return rebuild.unread_rebuild_many(owner_uids, stats)
+
+
+def unread_conversations_recount(pairs: Iterable[tuple[int, int]]) -> int:
+    """Recount these ``(owner, peer)`` conversations' unread counts from the inbox and their read
+    positions as they are now (0 for one that is gone), leaving the owners' other counts;
+    returns how many owners."""
+    return rebuild.unread_rebuild_pairs(pairs)

@@ -19,7 +19,7 @@ by the next attempt. The slots' groups run as ONE script call per primary
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -163,6 +163,23 @@ def unread_replace(*, owner_uid: int, counts: Iterable[tuple[int, str, int, int]
     args = [v for peer, category, n, upto in counts for v in (peer, category, n, upto)]
     old, new, changed, drift = lua.call("replace", [keys.unread(owner_uid)], args)
     return Replaced(int(old), int(new), int(changed), int(drift))
+
+
+Recounted = tuple[int, str, int, int]  # (peer, category, count, counted_upto): recount_guard
+RECOUNT_PIPELINE = 1000  # owners per round trip
+
+
+def unread_recount_pairs(counts: Mapping[int, Sequence[Recounted]]) -> None:
+    """Set some conversations' counts (per owner, recounted ``(peer, category, count,
+    counted_upto)``) and leave each owner's others (``recount_peers.lua``); a round trip per
+    RECOUNT_PIPELINE owners."""
+    owners = list(counts)
+    for start in range(0, len(owners), RECOUNT_PIPELINE):
+        pipe = get_redis().pipeline(transaction=False)
+        for owner in owners[start : start + RECOUNT_PIPELINE]:
+            args = [v for recounted in counts[owner] for v in recounted]
+            lua.call("recount_peers", [keys.unread(owner)], args, client=pipe)
+        pipe.execute()
 
 
 # -- reads -----------------------------------------------------------------------------------

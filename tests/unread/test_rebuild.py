@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from infra.redis import get_redis
 from messaging import services
-from messaging.models import Account
+from messaging.models import Account, Conversation
 from storage.counters import epoch
 from storage.counters.store import Sequenced, unread_incr, unread_set
 from storage.msgkey import next_msgkey
@@ -211,3 +211,38 @@ def test_a_repair_after_the_count_arrived_changes_nothing_and_the_next_message_c
     send(sender, owner, "2")
     assert unread_summary(owner).by_peer == {sender: 2}
     assert set(assert_consistent(owner)) == {"t", "c:stranger", f"p:{sender}"}
+
+
+def test_recounting_some_conversations_sets_theirs_and_leaves_the_owners_others(
+    traffic: list[int],
+) -> None:
+    """What the binlog follower runs after a read position or a conversation changed in SQL."""
+    alice, bob, carol = traffic
+    right = snapshot([bob])[bob]
+    unread_set(owner_uid=bob, peer_uid=alice, category="stranger", count=7)
+    unread_set(owner_uid=bob, peer_uid=carol, category="stranger", count=9)
+
+    assert rebuild.unread_rebuild_pairs([(bob, alice)]) == 1
+
+    assert unread_summary(bob).by_peer == {alice: right[2][alice], carol: 9}
+    assert_consistent(bob)
+    Conversation.objects.filter(owner_uid=bob, peer_uid=carol).delete()
+    rebuild.unread_rebuild_pairs([(bob, carol), (bob, alice)])
+    assert unread_summary(bob).by_peer == {alice: right[2][alice]}
+    assert assert_consistent(bob)["t"] == right[2][alice]
+
+
+def test_a_pair_recount_between_a_deliverys_writes_and_its_count_counts_the_message_once(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sender, owner = uids(2)
+    retry = _half_delivered(sender, owner, monkeypatch)
+
+    rebuild.unread_rebuild_pairs([(owner, sender)])  # a read position set in SQL meanwhile
+    assert unread_summary(owner).by_peer == {sender: 1}
+    retry()
+
+    assert unread_summary(owner).by_peer == {sender: 1}
+    assert set(assert_consistent(owner)) == {"t", "c:business", f"p:{sender}"}
+    send(sender, owner, "later")
+    assert unread_summary(owner).by_peer == {sender: 2}

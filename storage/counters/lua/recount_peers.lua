@@ -1,0 +1,34 @@
+-- Set some conversations' unread counts to recounted values and leave the owner's others, keeping
+-- the totals equal to their parts (the binlog follower: a read position, a category or a
+-- conversation changed in SQL; unread_recount_pairs).
+-- KEYS[1] unread hash; ARGV = peer1, category1, count1, counted1, peer2, ... as replace.lua's.
+-- countedN: the newest msgkey the count includes when a delivery of it may still be on its way
+-- ('0': none). Where the recount differs from the count Redis held it is kept as ``r:<peer>``, so
+-- that the delivery's own count skips it (incr_many.lua); where it is the same, a guard an earlier
+-- recount left stays; '0' drops it. Returns the owner's new total.
+local key = KEYS[1]
+local function bump(field, by)
+  if by ~= 0 and redis.call('HINCRBY', key, field, by) == 0 then
+    redis.call('HDEL', key, field)
+  end
+end
+for i = 1, #ARGV, 4 do
+  local peer, category, n, counted = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local peer_field, kind_field, guard_field = 'p:' .. peer, 'k:' .. peer, 'r:' .. peer
+  local got = redis.call('HMGET', key, peer_field, kind_field)
+  local was = tonumber(got[1] or '0')
+  if counted ~= '0' and was ~= n then
+    redis.call('HSET', key, guard_field, counted)
+  elseif counted == '0' then
+    redis.call('HDEL', key, guard_field)
+  end
+  bump('c:' .. (got[2] or category), -was)
+  bump('c:' .. category, n)
+  bump('t', n - was)
+  if n == 0 then
+    redis.call('HDEL', key, peer_field, kind_field)
+  else
+    redis.call('HSET', key, peer_field, n, kind_field, category)
+  end
+end
+return tonumber(redis.call('HGET', key, 't') or '0')
