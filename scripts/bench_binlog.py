@@ -16,6 +16,13 @@ its share of one core during the campaign, and per recipient), and checks that a
 cached lists show the campaign's message. ``--profile`` runs the follower under cProfile (it
 inflates the follower's CPU: compare profiled runs with profiled runs).
 
+Then a DBA's two mass edits behind the application's back, each one statement (one transaction):
+half of the recipients' conversations with the sender marked read (``SET read_upto =
+last_msgkey``), the other half deleted while still unread. Each is timed from its commit until the
+follower's saved position passes it (every conversation recounted, the deleted ones' tombstones
+pushed), and a sample of each half is checked through the application's reads: unread 0 for the
+sender, the read conversations still listed, the deleted ones gone.
+
 Runs against the services of ``scripts/services up`` in its own database
 (missive_binlog_bench), Redis databases 12/13 and HBase table prefix ``bench``; the follower
 registers as replica 4201 (``--server-id``), so it never disturbs another follower.
@@ -190,6 +197,38 @@ def shown(owners: list[int], sender: int, sample: int = 200) -> int:
     return sum(any(i.peer_uid == sender for i in page) for page in pages)
 
 
+def dba_edits(sender: int, recipients: range) -> dict[str, Any]:
+    """The two mass edits (module docstring): rows, seconds until followed, sample checks."""
+    from unread.selectors import unread_summary
+
+    out: dict[str, Any] = {}
+    edits = (
+        ("marked_read", "UPDATE messaging_conversation SET read_upto = last_msgkey"),
+        ("deleted", "DELETE FROM messaging_conversation"),
+    )
+    for (name, statement), parity in zip(edits, (0, 1), strict=True):
+        with connection.cursor() as cur:
+            cur.execute(
+                f"{statement} WHERE peer_uid = %s AND owner_uid %% 2 = %s", [sender, parity]
+            )
+            rows = cur.rowcount
+        followed = drain(position.primary_now())
+        sample = [u for u in recipients if u % 2 == parity][:: max(1, len(recipients) // 400)]
+        unread = sum(unread_summary(u).by_peer.get(sender, 0) for u in sample)
+        listed = sum(
+            any(i.peer_uid == sender for i in selectors.conversation_list(u, limit=5).results)
+            for u in sample
+        )
+        print(f"  {name}: {rows:,} rows in one statement, followed in {followed:.2f} s")
+        out[name] = {
+            "rows": rows,
+            "followed_s": round(followed, 2),
+            "rows_per_s": round(rows / followed),
+        }
+        out[name]["sample"] = f"{len(sample)} owners: unread {unread}, listed {listed}"
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
@@ -209,6 +248,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         cpu_campaign = cpu_seconds(follower) - cpu_before
         drained = drain(position.primary_now())
         cpu_total = cpu_seconds(follower) - cpu_before
+        showing = shown(cached, sender)  # before the edits delete half of them
+        edits = dba_edits(sender, recipients)
     finally:
         stop(workers)
         stop([follower])
@@ -225,8 +266,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "follower_cpu_campaign_share": round(cpu_campaign / seconds, 2),
         "follower_cpu_us_per_recipient": round(cpu_total / args.recipients * 1e6, 1),
         "samples": len(samples),
-        "cached_lists_showing_it": f"{shown(cached, sender)}/{min(len(cached), 200)}",
+        "cached_lists_showing_it": f"{showing}/{min(len(cached), 200)}",
         "campaign_id": campaign_id,
+        "dba_edits": edits,
     }
     return result
 
