@@ -3,27 +3,13 @@
 -- The count never goes below zero, and the conversation's whole count is filed under ARGV[2]
 -- (``k:`` remembers where it was filed, so a conversation that changed category moves its count).
 -- Returns the conversation's new count.
+--#include _set_count.lua
 local key = KEYS[1]
-local peer_field, kind_field = 'p:' .. ARGV[1], 'k:' .. ARGV[1]
 local category = ARGV[2]
-local old = tonumber(redis.call('HGET', key, peer_field) or '0')
-local old_category = redis.call('HGET', key, kind_field) or category
+local old = tonumber(redis.call('HGET', key, 'p:' .. ARGV[1]) or '0')
+local old_category = redis.call('HGET', key, 'k:' .. ARGV[1]) or category
 local new = tonumber(ARGV[4])
 if ARGV[3] == 'add' then new = old + new end
 if new < 0 then new = 0 end
-
-local function bump(field, by)
-  if by ~= 0 and redis.call('HINCRBY', key, field, by) == 0 then
-    redis.call('HDEL', key, field)
-  end
-end
-
-bump('c:' .. old_category, -old)
-bump('c:' .. category, new)
-bump('t', new - old)
-if new == 0 then
-  redis.call('HDEL', key, peer_field, kind_field)
-else
-  redis.call('HSET', key, peer_field, new, kind_field, category)
-end
+set_count(key, ARGV[1], old_category, category, old, new)
 return new

@@ -6,29 +6,17 @@
 -- ('0': none). Where the recount differs from the count Redis held it is kept as ``r:<peer>``, so
 -- that the delivery's own count skips it (incr_many.lua); where it is the same, a guard an earlier
 -- recount left stays; '0' drops it. Returns the owner's new total.
+--#include _set_count.lua
 local key = KEYS[1]
-local function bump(field, by)
-  if by ~= 0 and redis.call('HINCRBY', key, field, by) == 0 then
-    redis.call('HDEL', key, field)
-  end
-end
 for i = 1, #ARGV, 4 do
   local peer, category, n, counted = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
-  local peer_field, kind_field, guard_field = 'p:' .. peer, 'k:' .. peer, 'r:' .. peer
-  local got = redis.call('HMGET', key, peer_field, kind_field)
+  local got = redis.call('HMGET', key, 'p:' .. peer, 'k:' .. peer)
   local was = tonumber(got[1] or '0')
   if counted ~= '0' and was ~= n then
-    redis.call('HSET', key, guard_field, counted)
+    redis.call('HSET', key, 'r:' .. peer, counted)
   elseif counted == '0' then
-    redis.call('HDEL', key, guard_field)
+    redis.call('HDEL', key, 'r:' .. peer)
   end
-  bump('c:' .. (got[2] or category), -was)
-  bump('c:' .. category, n)
-  bump('t', n - was)
-  if n == 0 then
-    redis.call('HDEL', key, peer_field, kind_field)
-  else
-    redis.call('HSET', key, peer_field, n, kind_field, category)
-  end
+  set_count(key, peer, got[2] or category, category, was, n)
 end
 return tonumber(redis.call('HGET', key, 't') or '0')
