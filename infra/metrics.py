@@ -25,6 +25,9 @@ Series, each prefixed ``missive_``:
   replica_fallback_reads_total{outcome} API reads the primary failed, run on the replica
                                         (api/fallback.py): served | failed
   redis_refused_writes_total{reason}    writes Redis refused: OOM (maxmemory) | MISCONF (disk)
+  redis_global_unanswered_total{key}    unread reads served without a cluster-wide key whose node
+                                        did not answer: epoch | announcements | big_ups
+                                        (infra/outages.py)
   store_breaker_state{breaker}          gauge: this process's circuit breaker per store, 0 closed,
                                         1 half-open, 2 open (infra/breakers.py)
   celery_task_retries_total{task}       task runs that ended in a retry (infra/observe.py)
@@ -100,6 +103,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     # gray failures (infra/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
     "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),
+    "redis_global_unanswered": (
+        "Unread reads served without a cluster-wide key (epoch, announcements, big_ups) whose "
+        "node did not answer.",
+        ("key",),
+    ),
     # Celery task outcomes per task (infra/observe.py)
     "celery_task_retries": ("Task runs that ended in a retry.", ("task",)),
     "celery_task_failures": ("Task runs that raised.", ("task",)),

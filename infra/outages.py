@@ -17,6 +17,14 @@ Two more kinds wait like an outage:
   registers (``report_refused_write``, from infra/apps.py), which counts it
   (``missive_redis_refused_writes_total{reason}``) and logs a WARNING saying what to do.
 
+A read that needs a **cluster-wide key** (the counters' epoch, the announcements' version, the
+big UPs' version: one key every user's unread read shares) from a Redis Cluster master that does
+not answer is served without it rather than refused (``global_key_unanswered``): on a cluster
+that key lives on one of the masters, and before, that master's freeze was every user's outage
+for unread counts and conversation lists until its replica took over (measured in
+tests/api/test_cluster_freeze.py: a 503 after 2.0-4.5 s for users whose own keys were on healthy
+masters; now a 200 after ~2 s, then at once).
+
 The classification itself (``store_unavailable``, ``store_down``, ``refused_write``) is in
 infra/store_errors.py, below the clients and their breakers; this module adds what needs the
 clients: probing the stores, the backoff, the refused-write report.
@@ -63,6 +71,24 @@ def backoff_s(attempt: int, cap_s: float) -> float:
     """Exponential backoff, capped, with jitter (half to all of the step): 1, 2, 4 ... cap."""
     step = min(cap_s, 2.0 ** min(attempt, 30))
     return step * random.uniform(0.5, 1.0)
+
+
+def global_key_unanswered(exc: BaseException, key: str) -> None:
+    """A read of the cluster-wide ``key`` (``epoch`` | ``announcements`` | ``big_ups``) failed
+    with ``exc``: raise it unless the store did not answer; otherwise count it
+    (``missive_redis_global_unanswered_total{key}``) and warn at most every 10 s per process, and
+    the caller answers without the key (module docstring)."""
+    if not store_unavailable(exc):
+        raise exc
+    metrics.inc("redis_global_unanswered", key=key)
+    warn_sparsely(
+        log,
+        f"global:{key}",
+        "the Redis node holding the %s key does not answer (%r); unread answers are served "
+        "without it until it or its replica does",
+        key,
+        exc,
+    )
 
 
 def report_refused_write(exc: BaseException) -> None:

@@ -264,7 +264,12 @@ def _by_node(pipe: ClusterPipeline, queued: list[Queued]) -> list[Any]:
             _failed(replies, indexes, breakers.open_error("redis"))
             continue
         client = pipe.get_redis_connection(node)
-        conn = client.connection_pool.get_connection()
+        try:  # a new connection's handshake meets a frozen node too: its commands fail alone
+            conn = client.connection_pool.get_connection()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            _failed(replies, indexes, exc)
+            breakers.record_failure("redis", exc, where=node.name)
+            continue
         sent.append((node, client, conn, indexes))
         try:
             conn.send_packed_command(conn.pack_commands([queued[i][0] for i in indexes]))
@@ -472,5 +477,24 @@ def run_id() -> str:
     client: Any = get_redis()
     if not clustered():
         return str(client.info("server")["run_id"])
-    found = client.info("server", target_nodes=RedisCluster.PRIMARIES)
+    found = client.info("server", target_nodes=_serving_primaries(client))
     return ",".join(sorted(str(info["run_id"]) for info in found.values()))
+
+
+def _serving_primaries(client: Any) -> list[Any]:
+    """The primaries as the cluster sees them now (``CLUSTER NODES``), not as this process's slot
+    map last saw them: after a frozen master's replica took over, the map keeps the old master
+    as a primary until some command meets a MOVED, and that master's run_id (frozen, not
+    restarted) hid the failover from ``storage.counters.epoch`` (measured: the same three
+    run_ids before and after a 6-s freeze that failed a master over)."""
+    names = [name for name, node in client.cluster_nodes().items() if _serves(node)]
+    nodes = [client.get_node(node_name=name) for name in names]
+    if None in nodes:  # a node this process has not met yet
+        client.nodes_manager.initialize()
+        nodes = [client.get_node(node_name=name) for name in names]
+    return [node for node in nodes if node is not None]
+
+
+def _serves(node: dict[str, Any]) -> bool:
+    flags = set(str(node["flags"]).split(","))
+    return "master" in flags and "fail" not in flags and bool(node["slots"])

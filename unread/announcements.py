@@ -13,7 +13,9 @@ Redis (key formats live here, beside the only code that uses them):
 counts against a per-process copy of the zset, reloaded (in one MULTI) only when ``ver`` moved,
 so a count is one round trip: GET mark and GET ver, pipelined. A user who never read counts every
 retained announcement (at most ANNOUNCEMENTS_KEEP). Marking read moves the mark to the newest.
-If Redis lost the zset (``ver`` missing), the next count reloads it from MySQL.
+If Redis lost the zset (``ver`` missing), the next count reloads it from MySQL. On a Redis Cluster
+whose master holding ``ver`` does not answer, a count uses the process's copy as it is (or MySQL's
+newest) instead of refusing every user (``infra.outages.global_key_unanswered``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from django.db.models import Max
 
 from api.errors import Conflict
 from infra import metrics
+from infra.outages import global_key_unanswered
 from infra.redis import get_redis
 from storage import msgkey as clock
 from storage.content import validate_content
@@ -171,9 +174,26 @@ def announcements_unread(uid: int) -> int:
     pipe = get_redis().pipeline(transaction=False)
     pipe.get(mark_key(uid))
     pipe.get(VERSION)
-    mark, version = pipe.execute()
-    published = _published(version)
+    mark, version = pipe.execute(raise_on_error=False)  # a cluster's nodes fail one by one
+    if isinstance(mark, Exception):  # the user's own node
+        raise mark
+    if isinstance(version, Exception):
+        global_key_unanswered(version, "announcements")
+        published = _published_as_known()
+    else:
+        published = _published(version)
     return len(published) - bisect.bisect_right(published, int(mark or 0))
+
+
+def _published_as_known() -> list[int]:
+    """The announcements when ``ver``'s node does not answer (a frozen Redis Cluster master):
+    this process's copy, at most as old as the outage, else MySQL's newest; Redis untouched."""
+    snapshot = _snapshot
+    if snapshot.version is not None:
+        return snapshot.published
+    keep = int(settings.ANNOUNCEMENTS_KEEP)
+    rows = Announcement.objects.order_by("-published_ms").values_list("published_ms", flat=True)
+    return sorted(rows[:keep])
 
 
 def unread_from_copy(mark: bytes | None, version: bytes | None) -> int | None:

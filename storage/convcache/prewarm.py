@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
 from infra import metrics
+from infra.outages import global_key_unanswered
 from infra.redis import get_redis
 from infra.taskref import TaskRef
 from storage import msgkey as clock
@@ -76,14 +77,21 @@ def _big_ups() -> frozenset[int]:
         if time.monotonic() - _copy.checked_at < BIG_UPS_RECHECK_S:
             return _copy.members
         _copy.checked_at = time.monotonic()
-        version = get_redis().hget(keys.BIG_UPS_META, "at")
-        if version != _copy.version:
-            pipe = get_redis().pipeline(transaction=False)
-            for shard in range(keys.BIG_UP_SHARDS):
-                pipe.smembers(keys.big_ups(shard))
-            _copy.members = frozenset(int(m) for found in pipe.execute() for m in found)
-            _copy.version = version
+        try:
+            _recheck()
+        except RedisError as exc:  # a node that does not answer: the copy serves on, 30 s more
+            global_key_unanswered(exc, "big_ups")
         return _copy.members
+
+
+def _recheck() -> None:
+    version = get_redis().hget(keys.BIG_UPS_META, "at")
+    if version != _copy.version:
+        pipe = get_redis().pipeline(transaction=False)
+        for shard in range(keys.BIG_UP_SHARDS):
+            pipe.smembers(keys.big_ups(shard))
+        _copy.members = frozenset(int(m) for found in pipe.execute() for m in found)
+        _copy.version = version
 
 
 def big_up_cached(uid: int) -> bool | None:

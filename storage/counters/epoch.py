@@ -20,6 +20,10 @@ read position), and nothing else would ever correct them.
   nothing can repair. Each user costs one rebuild per epoch; ``missive_unread_repairs_total``
   counts them.
 - No epoch at all (a new Redis that no check has seen yet) means nothing to repair.
+- On a Redis Cluster the epoch is one key on one master: when that master does not answer, the
+  read serves the user's counters as their own master holds them and checks again next time
+  (``infra.outages.global_key_unanswered``), rather than refusing every user on the healthy
+  masters until the cluster fails over.
 - **A repair that cannot run** because a store it reads (MariaDB, the inbox's HBase) does not
   answer is put off, not turned into an error: the read serves the counters as Redis holds them
   (exact unless Redis lost its last second of writes), the user stays unverified, and their next
@@ -42,6 +46,7 @@ from typing import TypeVar
 
 from infra import metrics
 from infra.logs import warn_sparsely
+from infra.outages import global_key_unanswered
 from infra.redis import get_redis
 from infra.redis import run_id as redis_run_id
 from infra.store_errors import store_unavailable
@@ -93,7 +98,12 @@ def ensure_fresh(uid: int) -> bool:
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.EPOCH)
     pipe.get(keys.verified(uid))
-    epoch, mark = pipe.execute()
+    epoch, mark = pipe.execute(raise_on_error=False)  # a cluster's nodes fail one by one
+    if isinstance(mark, Exception):  # the user's own node: their counters cannot be read either
+        raise mark
+    if isinstance(epoch, Exception):  # the epoch's node did not answer: served as Redis holds
+        global_key_unanswered(epoch, "epoch")  # them, repaired on a later read if due
+        return False
     if epoch is None or mark == epoch:
         return False
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import hiredis
 import pytest
+import redis
 from django.conf import settings
 from django.core.management import call_command
 from django.test import override_settings
@@ -35,6 +36,7 @@ from infra.redis_mux import ClusterMux
 from storage.convcache import keys as cache_keys
 from storage.convcache import lua as cache_scripts
 from storage.convcache.redis_tier import probe_bulk
+from storage.counters import epoch
 from storage.counters import keys as unread_keys
 from storage.counters import lua as counter_scripts
 from storage.counters.store import unread_incr_many, unread_summary
@@ -347,6 +349,35 @@ def campaign_setup(workers: Any, uids: Callable[[int], list[int]]) -> Iterator[S
         workers.start(queues="bulk.daily", concurrency=2)
         yield scenario
     services("start", "redis-cluster")  # whatever happened, six nodes and cluster_state:ok
+
+
+def test_a_master_frozen_until_its_replica_took_over_moves_the_counters_epoch() -> None:
+    """A master frozen until the cluster promoted its replica (cluster-node-timeout), then thawed
+    (it rejoins as a replica): the counters' check (the beat's ``unread.counters_check``) sees the
+    failover, although this process sent nothing meanwhile and its slot map still names the old
+    master: the promoted replica may lack the master's last writes, so every user's counters are
+    due a repair on their next read (storage.counters.epoch). Before, the check read the run_ids
+    of the primaries in the stale map, the same three, and the epoch stayed."""
+    epoch.check_restart()  # records the cluster's current run
+    before = get_redis().get(unread_keys.EPOCH)
+    assert epoch.check_restart() is False
+    seed = int(settings.REDIS_URL.rsplit(":", 1)[1].split("/")[0])
+    port = next(int(n.port) for n in primaries() if int(n.port) != seed)
+    services("freeze", f"redis-cluster-node:{port}")
+    try:
+        wait_for(lambda: _failed_over(seed, port), timeout=30, every=0.5)
+    finally:
+        services("thaw", f"redis-cluster-node:{port}")
+        services("start", "redis-cluster")
+    assert epoch.check_restart() is True
+    assert get_redis().get(unread_keys.EPOCH) != before
+
+
+def _failed_over(seed: int, port: int) -> bool:
+    """The seed node's view: the node on ``port`` is no longer a serving master."""
+    view = redis.Redis(host="127.0.0.1", port=seed).execute_command("CLUSTER NODES")
+    flags = set(view[f"127.0.0.1:{port}"]["flags"].split(","))  # redis-py parses the reply
+    return "fail" in flags or "slave" in flags
 
 
 def test_a_master_killed_mid_campaign_fails_over_and_the_campaign_finishes_once(
