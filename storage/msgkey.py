@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from infra.redis import clustered
+from infra.store_errors import store_unavailable
 from storage import lua
 
 EPOCH_MS = 1577836800000  # 2020-01-01T00:00:00Z
@@ -36,6 +38,7 @@ MAX_SEQ = (1 << SEQ_BITS) - 1
 TIME_SHIFT = NODE_BITS + SEQ_BITS
 LEASE_TTL_MS = 30_000
 RENEW_EVERY_MS = 5_000
+ACQUIRE_OUTAGES = 8  # node ids passed over for a Redis node that does not answer, then 503
 
 
 def now_ms() -> int:
@@ -108,18 +111,35 @@ class MsgkeyGenerator:
         if lease is None or lease.pid != os.getpid():
             return self._acquire()
         if (time.monotonic() - lease.renewed_at) * 1000 >= RENEW_EVERY_MS:
-            self._renew(lease)
+            try:
+                self._renew(lease)
+            except Exception as exc:  # its cluster master does not answer: lease another node id
+                if not (clustered() and store_unavailable(exc)):  # (one Redis: 503 at once)
+                    raise
+                self._lease = None  # the old lease simply expires
         return self._lease or self._acquire()
 
     def _acquire(self) -> _Lease:
+        """A free node id, from a random start. On a Redis Cluster, a node id whose lease key sits
+        on a master that does not answer (frozen, cut off) is passed over for the next one, up to
+        ACQUIRE_OUTAGES of them. Before, a process whose pick (or whose lease due a renewal) sat on
+        a frozen master answered every send 503 until the cluster failed that master over (2-5 s
+        here; seen in tests/api/test_cluster_freeze.py); node ids spread over every master, so
+        about one process in three."""
         token = f"{os.getpid()}:{secrets.token_hex(8)}"
-        start = random.randrange(MAX_NODE + 1)
+        start, outages = random.randrange(MAX_NODE + 1), 0
         for offset in range(MAX_NODE + 1):
             node = (start + offset) % (MAX_NODE + 1)
             # Past this generator's own last key too: one that lost its lease keeps its keys
             # strictly increasing on the new node.
             floor_ms = max(now_ms(), self._last_ms + 1)
-            start_ms = lua.call("msgkey_acquire", _keys(node), [token, LEASE_TTL_MS, floor_ms])
+            try:
+                start_ms = lua.call("msgkey_acquire", _keys(node), [token, LEASE_TTL_MS, floor_ms])
+            except Exception as exc:
+                outages += 1
+                if not (clustered() and store_unavailable(exc)) or outages >= ACQUIRE_OUTAGES:
+                    raise
+                continue
             if start_ms is not None:
                 self._last_ms, self._seq = int(start_ms), 0
                 self._lease = _Lease(node, token, time.monotonic(), os.getpid())

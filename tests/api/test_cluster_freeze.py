@@ -19,7 +19,8 @@ cluster_state:ok, before both users read their exact counts again.
 
 A master that holds a key every unread read shares (the counters' epoch, the announcements'
 version) frozen: users on the other masters still get 200 and their exact counts, unread and
-conversation list alike (infra/outages.py, ``global_key_unanswered``). Measured: the first unread
+conversation list alike, and a 1:1 send between two of them is accepted (infra/outages.py,
+``global_key_unanswered``). Measured: the first unread
 read 2.0 s (the fast path's timeout, then Django's read of the key), then 1-8 ms; before, that
 first read was a 503 after 2.0-4.5 s (one more timeout when a new connection's handshake met the
 frozen node: infra/redis.py ``_by_node`` let it escape the whole pipeline).
@@ -38,7 +39,7 @@ from django.conf import settings
 from infra.redis import get_redis
 from storage.counters import keys as unread_keys
 from storage.counters.store import unread_incr_many
-from tests.api.factories import inbox_api
+from tests.api.factories import inbox_api, send_api
 from tests.api.test_freezes import (
     DEADLINE_S,
     FROZEN_S,
@@ -46,6 +47,7 @@ from tests.api.test_freezes import (
     Answer,
     assert_unavailable_in_time,
     get,
+    post,
     report,
     server,  # noqa: F401 - the fixture
     services,
@@ -56,6 +58,7 @@ from unread.fastpath import GLOBAL_SLOTS
 pytestmark = [pytest.mark.redis_cluster, pytest.mark.faults]
 Uids = Callable[[int], list[int]]
 PEER = 7
+TEXT = {"type": "text", "text": "hi"}
 
 
 def master_port(uid: int) -> int:
@@ -143,9 +146,9 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     their unread counts and conversation list, 200 every time, and exact."""
     assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
     port = slot_port(get_redis().keyslot(GLOBAL_KEYS[holding]))  # type: ignore[attr-defined]
-    other = next(u for u in uids(256) if master_port(u) != port)
+    other, peer = [u for u in uids(256) if master_port(u) != port][:2]
     unread_incr_many(owner_uids=[other], peer_uid=PEER, category="followed", marker=None)
-    bff = inbox_api(f"bff-global-{holding}")
+    bff, sender = inbox_api(f"bff-global-{holding}"), send_api(f"send-global-{holding}", [peer])
     unread, listing = f"/users/{other}/unread", f"/users/{other}/conversations"
     assert get(server, unread, bff.token).body["total"] == 1  # warm: the principal is cached
     assert get(server, listing, bff.token).status == 200
@@ -154,6 +157,8 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
         started, during = time.monotonic(), list[Answer]()
         while time.monotonic() - started < FROZEN_S or len(during) < 6:
             during += [get(server, unread, bff.token), get(server, listing, bff.token)]
+        message = {"sender_uid": peer, "receiver_uid": other, "client_msg_id": "during"}
+        send = post(server, "/messages", sender.token, {**message, "content": TEXT})
     finally:
         thaw_and_settle(port)
     report(f"Cluster master :{port} ({holding}) frozen: another user's unread", during[::2])
@@ -161,3 +166,5 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     print("  sequence:", [(a.status, round(a.seconds, 3)) for a in during][:24])
     assert [a.status for a in during] == [200] * len(during), [a.body for a in during]
     assert [a.body["total"] for a in during[::2]] == [1] * len(during[::2])
+    assert send.status == 201, send.body  # a 1:1 send between two such users is accepted
+    wait_for(lambda: total(get(server, unread, bff.token)) == 2, timeout=30, every=0.5)

@@ -33,6 +33,7 @@ from infra import redis as config_redis
 from infra.outages import store_unavailable
 from infra.redis import by_user_slot, get_redis, primaries, slot_tag, user_slot
 from infra.redis_mux import ClusterMux
+from storage import msgkey
 from storage.convcache import keys as cache_keys
 from storage.convcache import lua as cache_scripts
 from storage.convcache.redis_tier import probe_bulk
@@ -349,6 +350,39 @@ def campaign_setup(workers: Any, uids: Callable[[int], list[int]]) -> Iterator[S
         workers.start(queues="bulk.daily", concurrency=2)
         yield scenario
     services("start", "redis-cluster")  # whatever happened, six nodes and cluster_state:ok
+
+
+def test_a_msgkey_lease_on_a_frozen_master_is_traded_for_one_on_another_master(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process's msgkey node id is leased on a master that freezes when the lease is due a
+    renewal: the next key comes from a node id leased on another master, still above every key
+    issued before (storage/msgkey.py)."""
+    seed = int(settings.REDIS_URL.rsplit(":", 1)[1].split("/")[0])
+    port = next(int(n.port) for n in primaries() if int(n.port) != seed)
+    on_it = next(n for n in range(msgkey.MAX_NODE + 1) if _lease_port(n) == port)
+    generator = msgkey.MsgkeyGenerator()
+    monkeypatch.setattr(msgkey.random, "randrange", lambda _: on_it)
+    first = generator.next()
+    assert msgkey.node_of(first) == on_it
+    monkeypatch.undo()
+    generator._lease.renewed_at -= msgkey.RENEW_EVERY_MS / 1000  # type: ignore[union-attr]
+    services("freeze", f"redis-cluster-node:{port}")
+    try:
+        second = generator.next()
+        second_port = _lease_port(msgkey.node_of(second))  # this process's map, no I/O
+    finally:
+        services("thaw", f"redis-cluster-node:{port}")
+        services("start", "redis-cluster")
+        get_redis().nodes_manager.initialize()  # type: ignore[attr-defined]
+    assert msgkey.node_of(second) != on_it
+    assert second_port != port
+    assert second > first
+
+
+def _lease_port(node_id: int) -> int:
+    client: Any = get_redis()
+    return int(client.get_node_from_key(f"{{msgkey:{node_id}}}:lease").port)
 
 
 def test_a_master_frozen_until_its_replica_took_over_moves_the_counters_epoch() -> None:
