@@ -2,6 +2,7 @@
 
     python scripts/fault_drill.py [--recipients 20000] [--hold 30]
         [--faults redis,mariadb,hbase-thrift,replica,regionserver] [--backend hbase] [--clients 1]
+    python scripts/fault_drill.py --redis-cluster --faults redis-master
 
 What an operator tries before trusting a deployment (and what issue 20 is judged by), on the
 services of ``scripts/services up``, in a database, Redis databases and HBase table prefix of its
@@ -20,6 +21,13 @@ and ``bulk.daily`` queues and one ``celery beat``. For each fault, in turn:
    HBase's three), killed with -9; ``--hold`` seconds later it is thawed (started again);
 4. once the campaign has finished, every recipient is checked: one inbox entry from the sender,
    one conversation, unread 1; no blocked follower reached; every accepted 1:1 send stored once.
+
+``--redis-cluster`` puts every data key on the Redis Cluster of ``scripts/services`` (:7000-7005;
+its one database, shared with the cluster pass of ``make test``: not at the same time) and adds
+the fault ``redis-master``: the master holding the counters' epoch (a key every user's unread
+read shares) is frozen, its replica is promoted meanwhile, and the master rejoins as a replica
+(``scripts/services start redis-cluster``). The answers for users whose own keys are on that
+master are counted apart from everyone else's (rows "... its" and "... rest").
 
 Per fault it prints the answers given while the store was out, per endpoint: how many, by
 status, the slowest and the 99th percentile, and how many went unanswered for 10 s or more; then
@@ -61,6 +69,9 @@ DRILL_ENV = {
     "HBASE_TABLE_PREFIX": "drill",
     "REDIS_CLUSTER": "0",
 }
+CLUSTER = "--redis-cluster" in sys.argv  # read before Django's settings are
+if CLUSTER:
+    DRILL_ENV.update(REDIS_CLUSTER="1", REDIS_URL="redis://127.0.0.1:7000/0")
 for _name in ("LIVE_REDIS_URL", "CELERY_RESULT_BACKEND", "BULK_BATCH_SIZE"):
     os.environ.pop(_name, None)  # the test environment's, if any: the drill's own stores only
 os.environ.update(DRILL_ENV)
@@ -72,7 +83,10 @@ FAULTS = {  # name: (scripts/services action down, action up, service)
     "hbase-thrift": ("freeze", "thaw", "hbase-thrift"),
     "replica": ("kill", "start", "mariadb-replica"),
     "regionserver": ("kill", "start", "hbase-regionserver:2"),  # one of three, its regions move
+    "redis-master": ("freeze", "thaw", "redis-cluster-node"),  # --redis-cluster: :PORT at run time
 }
+PER_USER = ("unread", "history", "conversations")
+SHORT = {"conversations": "convs"}
 
 
 create_database("missive_drill")
@@ -237,6 +251,7 @@ class Answer:
     endpoint: str
     status: int  # 0: no answer within the client's timeout (or the connection failed)
     seconds: float
+    uid: int = 0  # the user read (unread, history, conversations)
 
 
 @dataclass
@@ -284,7 +299,7 @@ class Clients:
         if kind == "campaign":
             token = s.tokens["campaigns"]
         status, seconds, conn = request(conn, "GET", path, token, None)
-        self.answers.append(Answer(time.time(), kind, status, seconds))
+        self.answers.append(Answer(time.time(), kind, status, seconds, uid))
         return conn
 
     def _send(self, conn: http.client.HTTPConnection) -> http.client.HTTPConnection:
@@ -336,6 +351,7 @@ class Outcome:
     answers: list[Answer]
     problems: list[str]
     finish_s: float
+    its_users: set[int] = field(default_factory=set)  # redis-master: users on the frozen master
 
 
 def launch(scene: Scene) -> int:
@@ -368,6 +384,10 @@ def drill(fault: str, args: argparse.Namespace, first: int) -> Outcome:
     threads = clients.run(args.clients)
     quarter = len(s.expected) // 4
     wait_until(lambda: delivered(clients.campaign_id) >= quarter, 120, "a quarter was not sent")
+    its_users: set[int] = set()
+    if fault == "redis-master":
+        port = master_port(unread_keys.EPOCH)
+        name, its_users = f"{name}:{port}", {u for u in s.expected if user_port(u) == port}
     down_at = time.time()
     print(f"  {fault}: {down} {name} at {delivered(clients.campaign_id):,} delivered", flush=True)
     services(down, name)
@@ -375,6 +395,8 @@ def drill(fault: str, args: argparse.Namespace, first: int) -> Outcome:
         time.sleep(args.hold)
     finally:
         services(up, name)
+        if fault == "redis-master":
+            services("start", "redis-cluster")  # six nodes again, the old master a replica
     up_at = time.time()
     wait_until(lambda: finished(clients.campaign_id), 600, "the campaign did not finish")
     finish_s = time.monotonic() - started
@@ -383,7 +405,16 @@ def drill(fault: str, args: argparse.Namespace, first: int) -> Outcome:
     for thread in threads:
         thread.join(timeout=60)
     problems = check(s, clients)
-    return Outcome(fault, down_at, up_at, list(clients.answers), problems, finish_s)
+    return Outcome(fault, down_at, up_at, list(clients.answers), problems, finish_s, its_users)
+
+
+def master_port(key: str) -> int:
+    client: Any = get_redis()
+    return int(client.get_node_from_key(key).port)
+
+
+def user_port(uid: int) -> int:
+    return master_port(unread_keys.unread(uid))
 
 
 def delivered(campaign_id: int) -> int:
@@ -481,10 +512,7 @@ def report(outcome: Outcome, hold: float) -> list[str]:
             f"{'no answer':>9} {'p99 s':>7} {'max s':>7} {'>=10 s':>7}"
             + (f" {'last 503':>9}" if phase == "after" else "")
         )
-        for endpoint in ENDPOINTS:
-            mine = [a for a in outcome.answers if a.endpoint == endpoint and lo <= a.at < hi]
-            if not mine:
-                continue
+        for endpoint, mine in rows(outcome, lo, hi):
             ok = sum(1 for a in mine if a.status in (200, 201))
             unavailable = sum(1 for a in mine if a.status == 503)
             none = sum(1 for a in mine if a.status == 0)
@@ -508,6 +536,21 @@ def report(outcome: Outcome, hold: float) -> list[str]:
     return bad + [f"{outcome.fault}: {p}" for p in outcome.problems]
 
 
+def rows(outcome: Outcome, lo: float, hi: float) -> Iterator[tuple[str, list[Answer]]]:
+    """Each endpoint's answers in [lo, hi); per-user endpoints split in two when a cluster master
+    was frozen: its users' and the others'."""
+    for endpoint in ENDPOINTS:
+        mine = [a for a in outcome.answers if a.endpoint == endpoint and lo <= a.at < hi]
+        if not outcome.its_users or endpoint not in PER_USER:
+            if mine:
+                yield endpoint, mine
+            continue
+        for label, on_it in (("its", True), ("rest", False)):
+            part = [a for a in mine if (a.uid in outcome.its_users) is on_it]
+            if part:
+                yield f"{SHORT.get(endpoint, endpoint)} {label}", part
+
+
 def _last_503(answers: list[Answer], up_at: float) -> str:
     """How long after the store came back the last 503 was asked ("-": none): the breaker's
     reset time and probe, as a client sees them."""
@@ -519,13 +562,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipients", type=int, default=20_000)
     parser.add_argument("--hold", type=float, default=30.0, help="seconds each store is out")
-    parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--faults", default="", help="default: all but redis-master")
     parser.add_argument("--backend", choices=["hbase", "sql"], default="hbase")
     parser.add_argument("--clients", type=int, default=1, help="threads per endpoint")
+    parser.add_argument(
+        "--redis-cluster", action="store_true", help="data keys on the Redis Cluster (:7000)"
+    )
     args = parser.parse_args()
-    faults = [f for f in args.faults.split(",") if f]
+    default = [f for f in FAULTS if f != "redis-master"]
+    faults = [f for f in (args.faults or ",".join(default)).split(",") if f]
     if unknown := set(faults) - set(FAULTS):
         parser.error(f"unknown faults: {', '.join(sorted(unknown))} (known: {', '.join(FAULTS)})")
+    if "redis-master" in faults and not args.redis_cluster:
+        parser.error("the fault redis-master needs --redis-cluster")
     prepare()
     # paced so that a campaign lasts ~40 s: the fault lands in its middle
     ChannelSetting.objects.update_or_create(
