@@ -229,6 +229,9 @@ REDIS_URL = os.environ.get("REDIS_URL") or embedded.url(VAR_DIR)
 REDIS_EMBEDDED = "REDIS_URL" not in os.environ or not os.environ["REDIS_URL"]
 # A Redis Cluster for every data key (REDIS_URL names any node; infra/redis.py).
 REDIS_CLUSTER = env("REDIS_CLUSTER", "0") == "1"
+# More nodes to find the cluster through (host:port, commas) when REDIS_URL's does not answer: a
+# process can then start while that one node is down or replaced (infra/redis.py).
+REDIS_CLUSTER_NODES = [n.strip() for n in env("REDIS_CLUSTER_NODES", "").split(",") if n.strip()]
 
 # --- Celery (config/celery.py reads every CELERY_* name) ---------------------------------------
 # Always a plain Redis: Celery's Redis transport does not run on a cluster (infra.checks).

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from redis.connection import parse_url
 
 from infra import hbase, health
@@ -56,6 +57,8 @@ def check_group_timeline_backend(app_configs: Any = None, **kwargs: Any) -> list
 def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         get_redis().ping()
+    except ImproperlyConfigured as exc:  # REDIS_CLUSTER_NODES that are not host:port
+        return [Error(str(exc), id="missive.E003")]
     except Exception as exc:
         msg = f"REDIS_URL={settings.REDIS_URL} but Redis does not answer ({exc.__class__.__name__})"
         return [Error(msg, id="missive.E003")]

@@ -47,9 +47,10 @@ from typing import Any, TypeVar
 
 import redis
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
-from redis.cluster import ClusterPipeline, PipelineStrategy, RedisCluster
+from redis.cluster import ClusterNode, ClusterPipeline, PipelineStrategy, RedisCluster
 from redis.commands.core import Script
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import (
@@ -351,13 +352,32 @@ def clustered() -> bool:
 
 @cache
 def get_redis() -> redis.Redis:
-    """The client; on a cluster a ``RedisCluster`` (typed as ``redis.Redis``: same commands)."""
+    """The client; on a cluster a ``RedisCluster`` (typed as ``redis.Redis``: same commands),
+    which finds the cluster through REDIS_URL's node or, when that one does not answer, through
+    any of REDIS_CLUSTER_NODES (``seed_nodes``)."""
     if settings.REDIS_EMBEDDED:
         embedded.ensure_started(settings.VAR_DIR)
     if clustered():
-        client: Any = _Cluster.from_url(settings.REDIS_URL, **_timeouts())
+        seeds = [ClusterNode(host, port) for host, port in seed_nodes()]
+        client: Any = _Cluster.from_url(settings.REDIS_URL, startup_nodes=seeds, **_timeouts())
         return client
     return _Redis.from_url(settings.REDIS_URL, retry=_retry_policy(), **_timeouts())
+
+
+def seed_nodes() -> list[tuple[str, int]]:
+    """REDIS_CLUSTER_NODES as (host, port) pairs: more nodes than REDIS_URL's to find a cluster
+    through, so that a process starts (and reads the slot map) while that node is down or was
+    replaced. Without them, a dead REDIS_URL node stopped every process from starting although
+    its replica served its slots (tests/infra/test_redis_cluster.py)."""
+    found = []
+    for item in settings.REDIS_CLUSTER_NODES:
+        host, _, port = str(item).rpartition(":")
+        if not host or not port.isdigit():
+            raise ImproperlyConfigured(
+                f"REDIS_CLUSTER_NODES: {item!r} is not host:port (e.g. 10.0.0.2:7000)"
+            )
+        found.append((host, int(port)))
+    return found
 
 
 def _timeouts() -> dict[str, Any]:

@@ -306,10 +306,11 @@ class ClusterMux(MuxRedis):
     sent after every caller that shares it asked, so each still reads a value no older than
     its request."""
 
-    def __init__(self, url: str, *, timeout_s: float = 1.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 1.0, seeds: Sequence[Node] = ()) -> None:
         super().__init__(url, timeout_s=timeout_s)
         self.url = url
         self.seed: Node = (str(self.options.get("host", "localhost")), int(self.options["port"]))
+        self.seeds: list[Node] = [self.seed, *(n for n in seeds if n != self.seed)]
         self.nodes: dict[Node, MuxRedis] = {}
         self.owner: list[Node] = []  # slot -> node; empty: read the map before the next call
         self._reading: asyncio.Future[None] | None = None
@@ -395,7 +396,7 @@ class ClusterMux(MuxRedis):
 
     async def _slot_owners(self) -> list[Node]:
         last: Exception = RedisUnavailable("no cluster node known")
-        for node in [self.seed, *(n for n in self.nodes if n != self.seed)]:
+        for node in [*self.seeds, *(n for n in self.nodes if n not in self.seeds)]:
             try:
                 [ranges] = await self._node(node).pipeline([["CLUSTER", "SLOTS"]])
             except RedisUnavailable as exc:
@@ -450,6 +451,11 @@ def _owners(ranges: list[Any]) -> list[Node]:
     return [n for n in owner if n is not None]
 
 
-def mux_for(url: str, *, cluster: bool, timeout_s: float = 1.0) -> MuxRedis:
-    """The mux for ``url``: a ``ClusterMux`` when it names a node of a Redis Cluster."""
-    return ClusterMux(url, timeout_s=timeout_s) if cluster else MuxRedis(url, timeout_s=timeout_s)
+def mux_for(
+    url: str, *, cluster: bool, timeout_s: float = 1.0, seeds: Sequence[Node] = ()
+) -> MuxRedis:
+    """The mux for ``url``: a ``ClusterMux`` when it names a node of a Redis Cluster (``seeds``:
+    more nodes to read its slot map from when that one does not answer)."""
+    if cluster:
+        return ClusterMux(url, timeout_s=timeout_s, seeds=seeds)
+    return MuxRedis(url, timeout_s=timeout_s)

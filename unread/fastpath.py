@@ -70,6 +70,7 @@ from api.models import Scope
 from groups import selectors as groups
 from infra import breakers, logs
 from infra.observe import observe_request
+from infra.redis import seed_nodes
 from infra.redis_mux import ClusterMux, MuxRedis, RedisUnavailable, command_slot, mux_for
 from messaging import selectors as messaging_selectors
 from messaging import services as messaging_services
@@ -189,7 +190,9 @@ class UnreadFastPath:
 
     def __init__(self, app: ASGIApp, *, redis: MuxRedis | None = None) -> None:
         self.app = app
-        self.redis = redis or mux_for(settings.REDIS_URL, cluster=settings.REDIS_CLUSTER)
+        self.redis = redis or mux_for(
+            settings.REDIS_URL, cluster=settings.REDIS_CLUSTER, seeds=seed_nodes()
+        )
         self.clustered = isinstance(self.redis, ClusterMux)
         self.prefix, _, self.suffix = reverse("unread", kwargs={"uid": "UID"}).partition("UID")
         self.route = resolve(reverse("unread", kwargs={"uid": "1"})).route  # as the metrics name it

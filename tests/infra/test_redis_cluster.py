@@ -314,6 +314,41 @@ def test_a_cluster_node_that_does_not_answer_stops_the_start_up_check() -> None:
     assert error.msg.startswith("REDIS_URL=redis://127.0.0.1:7999/0 but Redis does not answer")
 
 
+def test_a_redis_url_node_that_does_not_answer_is_passed_over_for_redis_cluster_nodes() -> None:
+    """REDIS_URL names a node nothing answers at (a node that died, or was replaced): with a live
+    node in REDIS_CLUSTER_NODES the start-up check passes, and both clients (redis-py's and the
+    unread fast path's) find the cluster and read and write through it."""
+    live = settings.REDIS_URL.rsplit("/", 2)[1]  # host:port of the node the tests use
+    with override_settings(REDIS_URL="redis://127.0.0.1:7999/0", REDIS_CLUSTER_NODES=[live]):
+        config_redis.get_redis.cache_clear()
+        try:
+            assert checks.check_redis() == []
+            get_redis().set("seeded:{a}", "yes")
+            client = ClusterMux(settings.REDIS_URL, seeds=config_redis.seed_nodes())
+            [through_mux] = asyncio.run(_get_and_close(client, "seeded:{a}"))
+        finally:
+            config_redis.get_redis.cache_clear()
+    assert through_mux == b"yes"
+
+
+async def _get_and_close(client: ClusterMux, key: str) -> list[Any]:
+    try:
+        return await client.pipeline([["GET", key]])
+    finally:
+        await client.aclose()
+
+
+def test_redis_cluster_nodes_not_host_and_port_stop_the_start_up_check() -> None:
+    with override_settings(REDIS_CLUSTER_NODES=["7001"]):
+        config_redis.get_redis.cache_clear()
+        try:
+            [error] = checks.check_redis()
+        finally:
+            config_redis.get_redis.cache_clear()
+    assert error.id == "missive.E003"
+    assert error.msg == "REDIS_CLUSTER_NODES: '7001' is not host:port (e.g. 10.0.0.2:7000)"
+
+
 def test_a_cluster_that_does_not_answer_is_an_outage_to_wait_out_not_a_bug() -> None:
     with override_settings(REDIS_URL="redis://127.0.0.1:7999/0"):
         config_redis.get_redis.cache_clear()
