@@ -19,7 +19,8 @@ cluster_state:ok, before both users read their exact counts again.
 
 A master that holds a key every unread read shares (the counters' epoch, the announcements'
 version) frozen: users on the other masters still get 200 and their exact counts, unread and
-conversation list alike, and a 1:1 send between two of them is accepted (infra/outages.py,
+conversation list alike, and a 1:1 send between two of them is accepted when the receiver's
+delivery-event stream (one of 16, sharded by uid) is not on that master either (infra/outages.py,
 ``global_key_unanswered``). Measured: the first unread
 read 2.0 s (the fast path's timeout, then Django's read of the key), then 1-8 ms; before, that
 first read was a 503 after 2.0-4.5 s (one more timeout when a new connection's handshake met the
@@ -37,6 +38,7 @@ import pytest
 from django.conf import settings
 
 from infra.redis import get_redis
+from storage import events
 from storage.counters import keys as unread_keys
 from storage.counters.store import unread_incr_many
 from tests.api.factories import inbox_api, send_api
@@ -63,6 +65,11 @@ TEXT = {"type": "text", "text": "hi"}
 
 def master_port(uid: int) -> int:
     node: Any = get_redis().get_node_from_key(unread_keys.unread(uid))  # type: ignore[attr-defined]
+    return int(node.port)
+
+
+def stream_port(uid: int) -> int:
+    node: Any = get_redis().get_node_from_key(events.stream_key(uid % events.SHARDS))  # type: ignore[attr-defined]
     return int(node.port)
 
 
@@ -146,7 +153,10 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     their unread counts and conversation list, 200 every time, and exact."""
     assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
     port = slot_port(get_redis().keyslot(GLOBAL_KEYS[holding]))  # type: ignore[attr-defined]
-    other, peer = [u for u in uids(256) if master_port(u) != port][:2]
+    elsewhere = [u for u in uids(256) if master_port(u) != port]
+    # the receiver's delivery-event stream too (storage/events.py shards it by uid, not by slot)
+    other = next(u for u in elsewhere if stream_port(u) != port)
+    peer = next(u for u in elsewhere if u != other)
     unread_incr_many(owner_uids=[other], peer_uid=PEER, category="followed", marker=None)
     bff, sender = inbox_api(f"bff-global-{holding}"), send_api(f"send-global-{holding}", [peer])
     unread, listing = f"/users/{other}/unread", f"/users/{other}/conversations"
