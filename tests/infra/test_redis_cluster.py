@@ -303,13 +303,18 @@ def test_the_fast_path_client_routes_by_slot_and_follows_a_new_map(
     assert all(str(r).startswith("MOVED") for r in moved)
 
 
-def test_a_cluster_node_that_does_not_answer_stops_the_start_up_check() -> None:
-    with override_settings(REDIS_URL="redis://127.0.0.1:7999/0"):
+def start_up_check_with(**changed: Any) -> list[Any]:
+    """``checks.check_redis`` under ``changed`` settings, with a client made for them."""
+    with override_settings(**changed):
         config_redis.get_redis.cache_clear()
         try:
-            [error] = checks.check_redis()
+            return checks.check_redis()
         finally:
             config_redis.get_redis.cache_clear()
+
+
+def test_a_cluster_node_that_does_not_answer_stops_the_start_up_check() -> None:
+    [error] = start_up_check_with(REDIS_URL="redis://127.0.0.1:7999/0")
     assert error.id == "missive.E003"
     assert error.msg.startswith("REDIS_URL=redis://127.0.0.1:7999/0 but Redis does not answer")
 
@@ -339,12 +344,7 @@ async def _get_and_close(client: ClusterMux, key: str) -> list[Any]:
 
 
 def test_redis_cluster_nodes_not_host_and_port_stop_the_start_up_check() -> None:
-    with override_settings(REDIS_CLUSTER_NODES=["7001"]):
-        config_redis.get_redis.cache_clear()
-        try:
-            [error] = checks.check_redis()
-        finally:
-            config_redis.get_redis.cache_clear()
+    [error] = start_up_check_with(REDIS_CLUSTER_NODES=["7001"])
     assert error.id == "missive.E003"
     assert error.msg == "REDIS_CLUSTER_NODES: '7001' is not host:port (e.g. 10.0.0.2:7000)"
 
