@@ -28,7 +28,7 @@ from storage.counters.store import (
     unread_recount_pairs,
     unread_replace,
 )
-from storage.inbox import get_inbox
+from storage.inbox import Inbox, get_inbox
 from storage.msgkey import now_ms
 
 OWNER_CHUNK = 1000
@@ -56,15 +56,19 @@ def recount(owner_uid: int) -> list[tuple[int, str, int, int]]:
     touched lately is guarded against that delivery's count (``store.recount_guard``)."""
     inbox, now = get_inbox(), now_ms()
     counts = (
-        (
-            peer,
-            cat,
-            inbox.count_after(owner_uid, peer, upto, last),
-            recount_guard(last, mtime, now),
-        )
-        for peer, cat, upto, last, mtime in messaging.conversations_with_unread(owner_uid)
+        _counted(inbox, owner_uid, peer, category, upto, last, mtime, now)
+        for peer, category, upto, last, mtime in messaging.conversations_with_unread(owner_uid)
     )
     return [c for c in counts if c[2] > 0]
+
+
+def _counted(
+    inbox: Inbox, owner: int, peer: int, category: str, upto: int, last: int, mtime: int, now: int
+) -> Recounted:
+    """One conversation's ``(peer, category, unread, counted_upto)``: its inbox entries after its
+    read position up to its ``last_msgkey``, guarded against a delivery on its way."""
+    unread = inbox.count_after(owner, peer, upto, last) if last > upto else 0
+    return peer, category, unread, recount_guard(last, mtime, now)
 
 
 def recount_pairs(pairs: Iterable[tuple[int, int]]) -> dict[int, list[Recounted]]:
@@ -76,8 +80,8 @@ def recount_pairs(pairs: Iterable[tuple[int, int]]) -> dict[int, list[Recounted]
     counts: dict[int, list[Recounted]] = {}
     for owner, peer in wanted:
         category, upto, last, mtime = rows.get((owner, peer), ("", 0, 0, 0))
-        n = inbox.count_after(owner, peer, upto, last) if last > upto else 0
-        counts.setdefault(owner, []).append((peer, category, n, recount_guard(last, mtime, now)))
+        counted = _counted(inbox, owner, peer, category, upto, last, mtime, now)
+        counts.setdefault(owner, []).append(counted)
     return counts
 
 
