@@ -8,8 +8,10 @@ class GroupsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """A recall of a group message's msgkey (any route) reaches the group's timeline."""
-        from groups.services import group_copies_recall
+        """A recall of a group message's msgkey (any route) reaches the group's timeline; the
+        services send ``events_publish`` (they cannot import the tasks that run them)."""
+        from groups import services, tasks
         from messaging.services import register_recall_fanout
 
-        register_recall_fanout(group_copies_recall)
+        register_recall_fanout(services.group_copies_recall)
+        services.EVENTS_TASK.bind(tasks.events_publish)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -51,13 +52,17 @@ from groups.selectors import (
     visible_range,
 )
 from groups.state import Position, Sent
+from infra.taskref import TaskRef
 from messaging import pushes
 from messaging.models import Message
 from messaging.services import RECALL_WINDOW, STALLED_SEND_S, message_recall, message_store
 from storage import msgkey as keys
 from storage.content import preview, validate_content
 from storage.convcache.model import RECALLED_PREVIEW, last_message
+from storage.events import publish_group, publish_later
 from storage.timelines import get_timeline
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -316,10 +321,21 @@ def _complete(row: GroupMessage, message: Message, *, timeline_done: bool) -> No
         summary=last_message(row.msgkey, row.sender_uid, text),
         mentioned=() if row.recalled else row.mentions,
     )
-    state.apply_send(sent)
+    failed = state.apply_send(sent)
+    if failed is not None:  # only its delivery event: published later, the send is accepted
+        args = (row.gid, row.seq, row.msgkey, row.sender_uid)
+        publish_later(failed, EVENTS_TASK, args, kind="group")
     GroupMessage.objects.filter(pk=row.pk).update(completed=True)
     row.completed = True
     pushes.group_sent(gid=row.gid, seq=row.seq, message=message)
+
+
+EVENTS_TASK = TaskRef()  # groups/tasks.py events_publish, bound by GroupsConfig.ready
+
+
+def events_publish(*, gid: int, seq: int, msgkey: int, sender_uid: int) -> None:
+    """Publish the delivery event a send could not (storage/events.py ``publish_later``)."""
+    publish_group(gid=gid, seq=seq, msgkey=msgkey, sender=sender_uid)
 
 
 def _replay(existing: GroupMessage, digest: str) -> GroupSendResult:
@@ -333,14 +349,33 @@ def _replay(existing: GroupMessage, digest: str) -> GroupSendResult:
 
 def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int = 500) -> int:
     """Finish group sends an outage or a crash interrupted after their commit (the beat task
-    ``groups.sends_complete``), exactly as their retry would."""
+    ``groups.sends_complete``), exactly as their retry would; returns how many were.
+
+    Every stalled send is visited, ``limit`` rows a query in msgkey order, as
+    ``messaging.services.sends_complete_stalled`` does: one that fails is logged and left for the
+    next pass and the others go on, so sends that cannot be finished now never hold back later
+    ones (before, the first failure ended the pass, and every pass began at the oldest)."""
     before = keys.lower_bound(timezone.now() - timedelta(seconds=older_than_s))
-    stalled = GroupMessage.objects.filter(completed=False, msgkey__lt=before).order_by("msgkey")
-    done = 0
-    for row in stalled[:limit]:
+    done, after = 0, 0
+    while True:
+        stalled = GroupMessage.objects.filter(
+            completed=False, msgkey__lt=before, msgkey__gt=after
+        ).order_by("msgkey")
+        page = list(stalled[:limit])
+        done += sum(_complete_stalled(row) for row in page)
+        if len(page) < limit:
+            return done
+        after = page[-1].msgkey
+
+
+def _complete_stalled(row: GroupMessage) -> int:
+    """1 once ``row`` is finished, 0 when it failed (left for the next pass)."""
+    try:
         _replay(row, row.digest)
-        done += 1
-    return done
+    except Exception:
+        log.warning("groups: stalled send %s left for the next pass", row.msgkey, exc_info=True)
+        return 0
+    return 1
 
 
 # -- retention -------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from redis.crc import key_slot
 from groups import keys, lua
 from infra.redis import clustered, get_redis
 from infra.redis_mux import Packed
-from storage.events import publish_group_into
+from storage.events import publish_group_into, unpublished
 
 Command = list[str | bytes]
 PARSED_KEPT = 1 << 15  # parsed values memoized per process (positions, summaries, tallies)
@@ -416,10 +416,13 @@ class Sent:
     mentioned: Sequence[int] = ()
 
 
-def apply_send(sent: Sent) -> None:
+def apply_send(sent: Sent) -> BaseException | None:
     """The send's Redis writes, O(1) in the group's size, in one round trip: the head, the
     sender's read position, one marker per mentioned member, one delivery event. Idempotent
-    (max-merges and sets), so a replay finishes what an interrupted send left."""
+    (max-merges and sets), so a replay finishes what an interrupted send left. Raises when a
+    write failed; returns the delivery event's error when only the event failed (its stream,
+    sharded by gid, on a cluster master that did not answer: storage/events.py ``unpublished``),
+    else None."""
     pipe = get_redis().pipeline(transaction=False)
     summary = json.dumps(sent.summary, separators=(",", ":"))
     args = [sent.seq, sent.at_ms, sent.msgkey, summary]
@@ -429,8 +432,10 @@ def apply_send(sent: Sent) -> None:
     for uid in sent.mentioned:
         mark = [sent.gid, sent.seq, "m", "add"]
         lua.call("member_mark", [keys.member(uid)], mark, client=pipe)
-    publish_group_into(pipe, gid=sent.gid, seq=sent.seq, msgkey=sent.msgkey, sender=sent.sender_uid)
-    pipe.execute()
+    event = publish_group_into(
+        pipe, gid=sent.gid, seq=sent.seq, msgkey=sent.msgkey, sender=sent.sender_uid
+    )
+    return unpublished(pipe.execute(raise_on_error=False), event)
 
 
 def read_move(uid: int, gid: int, seq: int) -> int:

@@ -108,6 +108,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "node did not answer.",
         ("key",),
     ),
+    "delivery_events_deferred": (
+        "Sends accepted while the Redis node of their delivery-event stream did not answer: "
+        "the events are published by a task once it does.",
+        ("kind",),
+    ),
     # Celery task outcomes per task (infra/observe.py)
     "celery_task_retries": ("Task runs that ended in a retry.", ("task",)),
     "celery_task_failures": ("Task runs that raised.", ("task",)),

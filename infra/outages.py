@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import NoReturn
 
+from celery import Task
 from django.conf import settings
 from django.db import connection
 
@@ -71,6 +73,14 @@ def backoff_s(attempt: int, cap_s: float) -> float:
     """Exponential backoff, capped, with jitter (half to all of the step): 1, 2, 4 ... cap."""
     step = min(cap_s, 2.0 ** min(attempt, 30))
     return step * random.uniform(0.5, 1.0)
+
+
+def retry_while_unavailable(task: Task, exc: Exception, cap_s: float) -> NoReturn:
+    """A task's run failed with ``exc``: retried with capped backoff (``backoff_s``) for as long
+    as the store does not answer, raised as it is when it is a fault."""
+    if not store_unavailable(exc):
+        raise exc
+    raise task.retry(exc=exc, countdown=backoff_s(task.request.retries, cap_s)) from exc
 
 
 def global_key_unanswered(exc: BaseException, key: str) -> None:

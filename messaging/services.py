@@ -26,6 +26,7 @@ from api.errors import Blocked, Conflict, Forbidden, InvalidInput, NotFound
 from api.models import Scope
 from infra import stages
 from infra.redis import get_redis
+from infra.taskref import TaskRef
 from messaging import pushes
 from messaging.conversations import (
     ConversationTouch,
@@ -57,7 +58,7 @@ from storage.counters.store import (
     unread_incr_many,
     unread_set,
 )
-from storage.events import publish_into
+from storage.events import publish_deliveries, publish_into, publish_later, unpublished
 from storage.inbox import InboxEntry, get_inbox
 from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 
@@ -141,12 +142,25 @@ def deliver_many(
         msgkey=msgkey,
     )
     stages.lap("unread")
-    publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
+    events = publish_into(pipe, receiver_uids=receiver_uids, peer_uid=sender_uid, msgkey=msgkey)
     stages.lap("events")
-    pipe.execute()
+    failed = unpublished(pipe.execute(raise_on_error=False), events)
     stages.lap("unread + events round trip")
+    if failed is not None:
+        if not with_outbox:  # a campaign batch waits for the stores; its retry publishes them
+            raise failed
+        args = (list(receiver_uids), sender_uid, msgkey)
+        publish_later(failed, EVENTS_TASK, args, kind="direct")  # the send is accepted
     if not with_outbox:  # a campaign batch: online recipients only, nothing when none is online
         pushes.campaign_batch(sender_uid=sender_uid, msgkey=msgkey, receiver_uids=receiver_uids)
+
+
+EVENTS_TASK = TaskRef()  # messaging/tasks.py events_publish, bound by MessagingConfig.ready
+
+
+def events_publish(*, receiver_uids: Sequence[int], peer_uid: int, msgkey: int) -> None:
+    """Publish the delivery events a send could not (storage/events.py ``publish_later``)."""
+    publish_deliveries(receiver_uids=receiver_uids, peer_uid=peer_uid, msgkey=msgkey)
 
 
 def _write_with_outbox(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 
+from infra.outages import retry_while_unavailable
 from messaging import services
 from storage.convcache import build, prewarm
 
@@ -26,6 +27,19 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
         client_msg_id=client_msg_id,
     )
     return str(result.message.msgkey)
+
+
+EVENTS_BACKOFF_MAX_S = 30.0
+
+
+@shared_task(name="messaging.events_publish", acks_late=True, bind=True, max_retries=None)
+def events_publish(self: Task, receiver_uids: list[int], peer_uid: int, msgkey: int) -> None:
+    """A 1:1 send's delivery events its request could not publish (their Redis node did not
+    answer): published once it does, retried with backoff for as long as it takes."""
+    try:
+        services.events_publish(receiver_uids=receiver_uids, peer_uid=peer_uid, msgkey=msgkey)
+    except Exception as exc:
+        retry_while_unavailable(self, exc, EVENTS_BACKOFF_MAX_S)
 
 
 @shared_task(name="messaging.sends_complete", acks_late=True)

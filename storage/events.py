@@ -13,8 +13,8 @@ Delivery events are at least once (a redelivered batch publishes again): gateway
 (uid, msgkey) they already pushed.
 
 Group messages are one event each, whatever the group's size (read diffusion): stream
-``gdelivery:{s<n>}`` (n = gid mod SHARDS), entries ``{gid, seq, msgkey, sender}``; gateways map
-the gid to their own connections.
+``gdelivery:{s<n>}`` (n = ``group_shard(gid)``, a hash of the gid), entries ``{gid, seq, msgkey,
+sender}``; gateways map the gid to their own connections.
 
 Trimming and lost events. Streams are trimmed by ``lua/events_add.lua`` in the XADD's own call:
 once a stream is TRIM_STEP entries past MAXLEN it is trimmed like ``MAXLEN ~`` (whole nodes), and
@@ -31,6 +31,8 @@ consumer group found on these streams (none: no series): ``event_stream_lag{stre
 
 from __future__ import annotations
 
+import logging
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,13 +43,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from redis.exceptions import ResponseError
 
 from infra import metrics
+from infra.logs import warn_sparsely
 from infra.redis import get_redis
 from infra.sqlvalues import int_list
+from infra.store_errors import store_unavailable
+from infra.taskref import TaskRef
 from storage import lua
+
+log = logging.getLogger(__name__)
 
 SHARDS = 16
 MAXLEN = 200_000
 TRIM_STEP = 100  # Redis's stream-node-max-entries: what one ``MAXLEN ~`` trim takes at least
+LATER_S = 2.0  # a cluster master's replica takes over in ~cluster-node-timeout (2 s here)
 
 
 def stream_key(shard: int) -> str:
@@ -58,10 +66,26 @@ def group_stream_key(shard: int) -> str:
     return f"gdelivery:{{s{shard}}}"
 
 
-def publish_group_into(pipe: Any, *, gid: int, seq: int, msgkey: int, sender: int) -> None:
-    """Queue one group message's event on ``pipe`` (one script call: its XADD, one slot)."""
+def publish_group_into(pipe: Any, *, gid: int, seq: int, msgkey: int, sender: int) -> int:
+    """Queue one group message's event on ``pipe`` (one script call: its XADD, one slot);
+    returns 1, the calls queued (``unpublished``)."""
     fields = {"gid": gid, "seq": seq, "msgkey": msgkey, "sender": sender}
-    _add(pipe, group_stream_key(gid % SHARDS), fields)
+    _add(pipe, group_stream_key(group_shard(gid)), fields)
+    return 1
+
+
+def group_shard(gid: int) -> int:
+    """The shard of group ``gid``'s events: a hash of it. A gid is a msgkey (a snowflake) whose
+    low 12 bits count messages within one millisecond, so they are 0 for nearly every group
+    made at most once a millisecond per process: ``gid % SHARDS`` put 300 of 300 groups made
+    1.5 ms apart into shard 0; CRC-32 spreads the same 300 over the 16 (16-21 each)."""
+    return zlib.crc32(gid.to_bytes(8, "big")) % SHARDS
+
+
+def publish_group(*, gid: int, seq: int, msgkey: int, sender: int) -> None:
+    pipe = get_redis().pipeline(transaction=False)
+    publish_group_into(pipe, gid=gid, seq=seq, msgkey=msgkey, sender=sender)
+    pipe.execute()
 
 
 def _add(pipe: Any, key: str, fields: dict[str, Any]) -> None:
@@ -81,14 +105,57 @@ def publish_deliveries(*, receiver_uids: Sequence[int], peer_uid: int, msgkey: i
     pipe.execute()
 
 
-def publish_into(pipe: Any, *, receiver_uids: Sequence[int], peer_uid: int, msgkey: int) -> None:
-    """Queue the events on ``pipe``: one XADD per shard the receivers fall in."""
+def publish_into(pipe: Any, *, receiver_uids: Sequence[int], peer_uid: int, msgkey: int) -> int:
+    """Queue the events on ``pipe``: one XADD per shard the receivers fall in. Returns how many
+    calls were queued, the last ones on ``pipe`` (``unpublished`` tells their replies apart)."""
     by_shard: dict[int, list[int]] = defaultdict(list)
     for uid in receiver_uids:
         by_shard[uid % SHARDS].append(uid)
     for shard, uids in by_shard.items():
         fields = {"uids": int_list(uids), "peer": peer_uid, "msgkey": msgkey}
         _add(pipe, stream_key(shard), fields)
+    return len(by_shard)
+
+
+def unpublished(replies: Sequence[Any], events: int) -> BaseException | None:
+    """A pipeline's replies (``execute(raise_on_error=False)``) whose last ``events`` are the
+    XADDs ``publish_into`` queued: raises the first error of the writes before them (the
+    delivery itself failed) and returns the first error of the events' own, None when every
+    event was published. On a Redis Cluster the streams are sharded by uid, not by the
+    receivers' slots, so a stream can sit on a master that does not answer while the
+    receivers' own keys are on healthy ones: the caller decides whether the delivery waits for
+    it (a campaign batch, put back) or goes on and publishes later (a 1:1 send)."""
+    cut = len(replies) - events
+    for reply in replies[:cut]:
+        if isinstance(reply, BaseException):
+            raise reply
+    return next((r for r in replies[cut:] if isinstance(r, BaseException)), None)
+
+
+def publish_later(exc: BaseException, task: TaskRef, args: tuple[Any, ...], *, kind: str) -> None:
+    """A send is delivered (its rows, counts, head) but the Redis node holding its events did not
+    answer with ``exc`` (``unpublished``): ``task`` publishes them with ``args`` once it answers,
+    retrying with backoff, and the send is accepted rather than refused for a receiver whose own
+    store is healthy (before, on a cluster: a 503 until that master's replica took over).
+    Counted in ``missive_delivery_events_deferred_total{kind}`` (``direct`` | ``group``), with a
+    WARNING at most every 10 s. Anything but an outage, or a broker that cannot take the task,
+    raises ``exc``: the send fails as before and its retry (or the stalled-send sweep)
+    finishes it. Events are at least once either way: gateways drop one they pushed already."""
+    if not store_unavailable(exc):
+        raise exc
+    try:
+        task.task.apply_async(args=args, countdown=LATER_S)
+    except Exception as broker_exc:  # kombu's OperationalError, a socket error: no one to retry
+        raise exc from broker_exc
+    metrics.inc("delivery_events_deferred", kind=kind)
+    warn_sparsely(
+        log,
+        f"events-later:{kind}",
+        "the Redis node holding a delivery-event stream does not answer (%r); %s sends are "
+        "accepted and their events published by a task once it answers",
+        exc,
+        kind,
+    )
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ cluster_state:ok, before both users read their exact counts again.
 
 A master that holds a key every unread read shares (the counters' epoch, the announcements'
 version) frozen: users on the other masters still get 200 and their exact counts, unread and
-conversation list alike, and a 1:1 send between two of them is accepted when the receiver's
-delivery-event stream (one of 16, sharded by uid) is not on that master either (infra/outages.py,
-``global_key_unanswered``). Measured: the first unread
-read 2.0 s (the fast path's timeout, then Django's read of the key), then 1-8 ms; before, that
-first read was a 503 after 2.0-4.5 s (one more timeout when a new connection's handshake met the
+conversation list alike, and a 1:1 send between two of them is accepted (infra/outages.py,
+``global_key_unanswered``), also when the receiver's delivery-event stream (one of 16, sharded by
+uid) is on that master: its event is published by a task once the master or its replica answers
+(messaging/services.py ``_publish_later``, the last test). Measured: the first unread read
+2.0 s (the fast path's timeout, then Django's read of the key), then 1-8 ms; before, that first
+read was a 503 after 2.0-4.5 s (one more timeout when a new connection's handshake met the
 frozen node: infra/redis.py ``_by_node`` let it escape the whole pipeline).
 """
 
@@ -37,6 +38,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 
+from groups import keys as group_keys
+from groups.services import group_create
 from infra.redis import get_redis
 from storage import events
 from storage.counters import keys as unread_keys
@@ -55,6 +58,7 @@ from tests.api.test_freezes import (
     services,
 )
 from tests.conftest import wait_for
+from tests.groups.helpers import users_api
 from unread.fastpath import GLOBAL_SLOTS
 
 pytestmark = [pytest.mark.redis_cluster, pytest.mark.faults]
@@ -64,12 +68,15 @@ TEXT = {"type": "text", "text": "hi"}
 
 
 def master_port(uid: int) -> int:
-    node: Any = get_redis().get_node_from_key(unread_keys.unread(uid))  # type: ignore[attr-defined]
-    return int(node.port)
+    return key_port(unread_keys.unread(uid))
 
 
 def stream_port(uid: int) -> int:
-    node: Any = get_redis().get_node_from_key(events.stream_key(uid % events.SHARDS))  # type: ignore[attr-defined]
+    return key_port(events.stream_key(uid % events.SHARDS))
+
+
+def key_port(key: str) -> int:
+    node: Any = get_redis().get_node_from_key(key)  # type: ignore[attr-defined]
     return int(node.port)
 
 
@@ -153,10 +160,7 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     their unread counts and conversation list, 200 every time, and exact."""
     assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
     port = slot_port(get_redis().keyslot(GLOBAL_KEYS[holding]))  # type: ignore[attr-defined]
-    elsewhere = [u for u in uids(256) if master_port(u) != port]
-    # the receiver's delivery-event stream too (storage/events.py shards it by uid, not by slot)
-    other = next(u for u in elsewhere if stream_port(u) != port)
-    peer = next(u for u in elsewhere if u != other)
+    other, peer = [u for u in uids(256) if master_port(u) != port][:2]
     unread_incr_many(owner_uids=[other], peer_uid=PEER, category="followed", marker=None)
     bff, sender = inbox_api(f"bff-global-{holding}"), send_api(f"send-global-{holding}", [peer])
     unread, listing = f"/users/{other}/unread", f"/users/{other}/conversations"
@@ -178,3 +182,93 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     assert [a.body["total"] for a in during[::2]] == [1] * len(during[::2])
     assert send.status == 201, send.body  # a 1:1 send between two such users is accepted
     wait_for(lambda: total(get(server, unread, bff.token)) == 2, timeout=30, every=0.5)
+
+
+def published(receiver: int, msgkey: int) -> bool:
+    shard = receiver % events.SHARDS
+    return any(
+        d.msgkey == msgkey and receiver in d.uids
+        for d in events.read_deliveries(shard, count=100_000)
+    )
+
+
+def test_a_send_whose_event_stream_is_on_a_frozen_master_is_accepted_and_its_event_follows(
+    server: int,  # noqa: F811 - the fixture imported above
+    uids: Uids,
+    workers: Any,
+) -> None:
+    """The receiver's and the sender's own keys are on healthy masters, the receiver's
+    delivery-event stream (sharded by uid) on the frozen one: the send is accepted (before, a
+    503 until the replica took over), counted once, and its event reaches the stream from the
+    ``messaging.events_publish`` task once that master or its replica answers."""
+    assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
+    candidates = uids(256)
+    receiver = next(u for u in candidates if stream_port(u) != master_port(u))
+    port = stream_port(receiver)
+    sender = next(u for u in candidates if u != receiver and master_port(u) != port)
+    workers.start(queues="messaging", concurrency=1)
+    bff, client = inbox_api("bff-events-freeze"), send_api("send-events-freeze", [sender])
+    unread = f"/users/{receiver}/unread"
+    assert get(server, unread, bff.token).body["total"] == 0  # warm: the principal is cached
+    message = {"sender_uid": sender, "receiver_uid": receiver, "client_msg_id": "evt"}
+    services("freeze", f"redis-cluster-node:{port}")
+    try:
+        started = time.monotonic()
+        send = post(server, "/messages", client.token, {**message, "content": TEXT})
+        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - started)))
+    finally:
+        thaw_and_settle(port)
+    report(f"Cluster master :{port} (the receiver's event stream) frozen: a 1:1 send", [send])
+    assert send.status == 201, send.body
+    assert send.seconds < DEADLINE_S + SLACK_S, "answered after the deadline"
+    msgkey = int(send.body["msgkey"])
+    wait_for(lambda: published(receiver, msgkey), timeout=60, every=0.5)
+    wait_for(lambda: total(get(server, unread, bff.token)) == 1, timeout=30, every=0.5)
+    assert total(get(server, unread, bff.token)) == 1  # counted once
+
+
+def group_published(gid: int, msgkey: int) -> bool:
+    shard = events.group_shard(gid)
+    entries: list[Any] = get_redis().xrange(events.group_stream_key(shard), count=100_000)  # type: ignore[assignment]
+    return any(int(fields[b"msgkey"]) == msgkey for _, fields in entries)
+
+
+def test_a_group_send_whose_event_stream_is_on_a_frozen_master_is_accepted_and_follows(
+    server: int,  # noqa: F811 - the fixture imported above
+    uids: Uids,
+    workers: Any,
+) -> None:
+    """The same for a group: the group's head and the sender's position on healthy masters, the
+    group's delivery-event stream (sharded by gid) on the frozen one. The send is accepted and
+    its event follows from ``groups.events_publish``."""
+    assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
+    owner, member = uids(2)
+    port = 0
+    for _ in range(32):  # one whose stream is on a master apart from its head and the sender
+        group, _ = group_create(owner_uid=owner, name="g", member_uids=[member])
+        stream = key_port(events.group_stream_key(events.group_shard(group.gid)))
+        if stream not in {key_port(group_keys.head(group.gid)), key_port(group_keys.member(owner))}:
+            port = stream
+            break
+    assert port, "no group with its event stream apart from its head in 32"
+    workers.start(queues="messaging", concurrency=1)  # groups' tasks go there too
+    client = users_api("users-events-freeze")
+    body = {"sender_uid": owner, "client_msg_id": "gevt", "content": TEXT}
+    services("freeze", f"redis-cluster-node:{port}")
+    try:
+        started = time.monotonic()
+        send = post(server, f"/groups/{group.gid}/messages", client.token, body)
+        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - started)))
+    finally:
+        thaw_and_settle(port)
+    report(f"Cluster master :{port} (the group's event stream) frozen: a group send", [send])
+    assert send.status == 201, send.body
+    assert send.seconds < DEADLINE_S + SLACK_S, "answered after the deadline"
+    wait_for(lambda: group_published(group.gid, int(send.body["msgkey"])), timeout=60, every=0.5)
+    path = f"/users/{member}/groups"  # once this process's breaker of that master closes
+    listed = wait_for(lambda: ok(get(server, path, client.token)), timeout=30, every=0.5)
+    assert [(g["gid"], g["unread"]) for g in listed.body["results"]] == [(str(group.gid), 1)]
+
+
+def ok(answer: Answer) -> Answer | None:
+    return answer if answer.status == 200 else None

@@ -5,6 +5,7 @@ Redis head and positions are rebuilt from MySQL when Redis lost them."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from groups import services, state
 from groups.models import GroupMessage
 from groups.selectors import group_history, group_unread, user_groups
 from infra.redis import get_redis
-from storage.events import SHARDS, group_stream_key
+from storage.events import SHARDS, group_shard, group_stream_key
 from storage.timelines import get_timeline
 from tests.groups.helpers import backend
 
@@ -65,7 +66,7 @@ def test_a_send_costs_the_same_into_10_and_1000_members(backend: str, uids: Uids
 
 def test_a_send_publishes_one_delivery_event_whatever_the_size(uids: Uids) -> None:
     gid, members = group_of(uids, 300)
-    stream = group_stream_key(gid % SHARDS)
+    stream = group_stream_key(group_shard(gid))
     before = get_redis().xlen(stream)
     sent = send(gid, members[5], "e")
     send(gid, members[5], "e")  # a replay publishes nothing more
@@ -113,6 +114,22 @@ def test_concurrent_senders_get_every_seq_once(backend: str, uids: Uids) -> None
     assert [i.seq for i in page.results] == list(range(40, 0, -1))
 
 
+def test_groups_made_one_after_another_spread_their_events_over_the_streams(uids: Uids) -> None:
+    """gids are msgkeys, whose low bits are 0 for nearly every group made a millisecond or more
+    after the last: sharded by ``gid % 16``, 300 of 300 such groups shared one stream."""
+    made = []
+    for _ in range(48):
+        gid, (owner, _member) = group_of(uids, 2)
+        time.sleep(0.002)  # groups made a few at a time, as users make them
+        made.append(send(gid, owner, "s").row.msgkey)
+    shards = set()
+    for shard in range(SHARDS):
+        entries: list[Any] = get_redis().xrange(group_stream_key(shard))  # type: ignore[assignment]
+        if any(int(fields[b"msgkey"]) in made for _, fields in entries):
+            shards.add(shard)
+    assert len(shards) >= 8, shards  # 16 streams; a CRC-32 of 48 gids fills ~15
+
+
 def test_a_send_interrupted_after_its_commit_is_finished_once(
     backend: str, uids: Uids, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,6 +150,40 @@ def test_a_send_interrupted_after_its_commit_is_finished_once(
     assert send(gid, owner, "c-1").created is False
     assert send(gid, owner, "c-2").row.seq == 2
     assert [i.seq for i in group_history(member, gid).results] == [2, 1]
+
+
+def test_stalled_group_sends_never_block_each_other(
+    backend: str, uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep visits every stalled send a page at a time: one it cannot finish this pass is
+    left for the next, and the sends behind a full page of such ones are still finished."""
+    gid, (owner, member) = group_of(uids, 2)
+
+    def redis_down(sent: state.Sent) -> None:
+        raise ConnectionError("redis went away")
+
+    monkeypatch.setattr(state, "apply_send", redis_down)
+    for cmid in ("broken-1", "broken-2", "fine-3", "fine-4"):
+        with pytest.raises(ConnectionError):
+            send(gid, owner, cmid)
+    monkeypatch.undo()
+    complete = services._complete
+
+    def fails_for_broken(row: GroupMessage, message: Any, *, timeline_done: bool) -> None:
+        if row.client_msg_id.startswith("broken"):  # cannot be finished this pass, whatever why
+            raise RuntimeError("cannot be finished this pass")
+        complete(row, message, timeline_done=timeline_done)
+
+    monkeypatch.setattr(services, "_complete", fails_for_broken)
+    # pages of 2: the two broken sends fill the first, the two fine ones the second
+    assert services.sends_complete_stalled(older_than_s=-60, limit=2) == 2
+    pending = GroupMessage.objects.filter(gid=gid, completed=False)
+    assert sorted(pending.values_list("seq", flat=True)) == [1, 2]
+    monkeypatch.undo()
+    assert services.sends_complete_stalled(older_than_s=-60, limit=2) == 2
+    assert services.sends_complete_stalled(older_than_s=-60, limit=2) == 0
+    assert group_unread(member).unread == 4
+    assert [i.seq for i in group_history(member, gid).results] == [4, 3, 2, 1]
 
 
 def test_a_history_read_shows_sends_the_timeline_lacks_and_writes_nothing(
