@@ -55,7 +55,13 @@ from groups.state import Position, Sent
 from infra.taskref import TaskRef
 from messaging import pushes
 from messaging.models import Message
-from messaging.services import RECALL_WINDOW, STALLED_SEND_S, message_recall, message_store
+from messaging.services import (
+    RECALL_WINDOW,
+    STALLED_SEND_S,
+    finish_in_pages,
+    message_recall,
+    message_store,
+)
 from storage import msgkey as keys
 from storage.content import preview, validate_content
 from storage.convcache.model import RECALLED_PREVIEW, last_message
@@ -356,16 +362,8 @@ def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int =
     next pass and the others go on, so sends that cannot be finished now never hold back later
     ones (before, the first failure ended the pass, and every pass began at the oldest)."""
     before = keys.lower_bound(timezone.now() - timedelta(seconds=older_than_s))
-    done, after = 0, 0
-    while True:
-        stalled = GroupMessage.objects.filter(
-            completed=False, msgkey__lt=before, msgkey__gt=after
-        ).order_by("msgkey")
-        page = list(stalled[:limit])
-        done += sum(_complete_stalled(row) for row in page)
-        if len(page) < limit:
-            return done
-        after = page[-1].msgkey
+    stalled = GroupMessage.objects.filter(completed=False, msgkey__lt=before)
+    return finish_in_pages(stalled, _complete_stalled, limit)
 
 
 def _complete_stalled(row: GroupMessage) -> int:

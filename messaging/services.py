@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Q, Value, When
+from django.db.models import Case, Model, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from api.auth import ApiPrincipal
@@ -62,6 +62,7 @@ from storage.events import publish_deliveries, publish_into, publish_later, unpu
 from storage.inbox import InboxEntry, get_inbox
 from storage.inbox.base import FLAG_RECALLED, RECEIVED, SENT
 
+Row = TypeVar("Row", bound=Model)
 RECALL_WINDOW = timedelta(minutes=2)
 # A send whose delivery has not finished this long after its content was stored was interrupted
 # (an outage, a killed process): the sweep finishes it. A live send takes milliseconds.
@@ -258,16 +259,22 @@ def sends_complete_stalled(*, older_than_s: float = STALLED_SEND_S, limit: int =
     pass, the others go on. One recalled meanwhile, or whose content is gone, is finished as it
     is: marked delivered, nothing delivered (the recall removed or will remove its copies)."""
     before = keys.lower_bound(timezone.now() - timedelta(seconds=older_than_s))
+    stalled = ClientMessage.objects.filter(delivered=False, msgkey__lt=before)
+    return finish_in_pages(stalled, _complete_stalled, limit)
+
+
+def finish_in_pages(rows: QuerySet[Row], finish: Callable[[Row], int], limit: int) -> int:
+    """``finish`` every row of ``rows`` (rows with a ``msgkey``), ``limit`` a query in msgkey
+    order, each page after the last one's msgkey; returns the sum of what ``finish`` returned
+    (1 for a row finished, 0 for one left for the next pass). The stalled-send sweeps of 1:1
+    and group sends."""
     done, after = 0, 0
     while True:
-        stalled = ClientMessage.objects.filter(
-            delivered=False, msgkey__lt=before, msgkey__gt=after
-        ).order_by("msgkey")
-        page = list(stalled[:limit])
-        done += sum(_complete_stalled(sent) for sent in page)
+        page = list(rows.filter(msgkey__gt=after).order_by("msgkey")[:limit])
+        done += sum(finish(row) for row in page)
         if len(page) < limit:
             return done
-        after = page[-1].msgkey
+        after = int(page[-1].serializable_value("msgkey"))
 
 
 def _complete_stalled(sent: ClientMessage) -> int:

@@ -22,7 +22,7 @@ version) frozen: users on the other masters still get 200 and their exact counts
 conversation list alike, and a 1:1 send between two of them is accepted (infra/outages.py,
 ``global_key_unanswered``), also when the receiver's delivery-event stream (one of 16, sharded by
 uid) is on that master: its event is published by a task once the master or its replica answers
-(messaging/services.py ``_publish_later``, the last test). Measured: the first unread read
+(storage/events.py ``publish_later``, the last test). Measured: the first unread read
 2.0 s (the fast path's timeout, then Django's read of the key), then 1-8 ms; before, that first
 read was a 503 after 2.0-4.5 s (one more timeout when a new connection's handshake met the
 frozen node: infra/redis.py ``_by_node`` let it escape the whole pipeline).
@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from django.conf import settings
@@ -63,6 +63,7 @@ from unread.fastpath import GLOBAL_SLOTS
 
 pytestmark = [pytest.mark.redis_cluster, pytest.mark.faults]
 Uids = Callable[[int], list[int]]
+T = TypeVar("T")
 PEER = 7
 TEXT = {"type": "text", "text": "hi"}
 
@@ -184,6 +185,19 @@ def test_a_frozen_master_holding_a_global_key_refuses_no_user_of_another_master(
     wait_for(lambda: total(get(server, unread, bff.token)) == 2, timeout=30, every=0.5)
 
 
+def once_frozen(port: int, request: Callable[[], T]) -> T:
+    """``request``'s result, made once master ``port`` is frozen; the freeze held FROZEN_S in
+    all (its replica is promoted meanwhile), then thawed and the cluster settled."""
+    services("freeze", f"redis-cluster-node:{port}")
+    try:
+        started = time.monotonic()
+        result = request()
+        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - started)))
+    finally:
+        thaw_and_settle(port)
+    return result
+
+
 def published(receiver: int, msgkey: int) -> bool:
     shard = receiver % events.SHARDS
     return any(
@@ -192,82 +206,68 @@ def published(receiver: int, msgkey: int) -> bool:
     )
 
 
-def test_a_send_whose_event_stream_is_on_a_frozen_master_is_accepted_and_its_event_follows(
-    server: int,  # noqa: F811 - the fixture imported above
-    uids: Uids,
-    workers: Any,
-) -> None:
-    """The receiver's and the sender's own keys are on healthy masters, the receiver's
-    delivery-event stream (sharded by uid) on the frozen one: the send is accepted (before, a
-    503 until the replica took over), counted once, and its event reaches the stream from the
-    ``messaging.events_publish`` task once that master or its replica answers."""
-    assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
-    candidates = uids(256)
-    receiver = next(u for u in candidates if stream_port(u) != master_port(u))
-    port = stream_port(receiver)
-    sender = next(u for u in candidates if u != receiver and master_port(u) != port)
-    workers.start(queues="messaging", concurrency=1)
-    bff, client = inbox_api("bff-events-freeze"), send_api("send-events-freeze", [sender])
-    unread = f"/users/{receiver}/unread"
-    assert get(server, unread, bff.token).body["total"] == 0  # warm: the principal is cached
-    message = {"sender_uid": sender, "receiver_uid": receiver, "client_msg_id": "evt"}
-    services("freeze", f"redis-cluster-node:{port}")
-    try:
-        started = time.monotonic()
-        send = post(server, "/messages", client.token, {**message, "content": TEXT})
-        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - started)))
-    finally:
-        thaw_and_settle(port)
-    report(f"Cluster master :{port} (the receiver's event stream) frozen: a 1:1 send", [send])
-    assert send.status == 201, send.body
-    assert send.seconds < DEADLINE_S + SLACK_S, "answered after the deadline"
-    msgkey = int(send.body["msgkey"])
-    wait_for(lambda: published(receiver, msgkey), timeout=60, every=0.5)
-    wait_for(lambda: total(get(server, unread, bff.token)) == 1, timeout=30, every=0.5)
-    assert total(get(server, unread, bff.token)) == 1  # counted once
-
-
 def group_published(gid: int, msgkey: int) -> bool:
     shard = events.group_shard(gid)
     entries: list[Any] = get_redis().xrange(events.group_stream_key(shard), count=100_000)  # type: ignore[assignment]
     return any(int(fields[b"msgkey"]) == msgkey for _, fields in entries)
 
 
-def test_a_group_send_whose_event_stream_is_on_a_frozen_master_is_accepted_and_follows(
+def group_streamed_on(port: int, owner: int, member: int) -> int:
+    """A new group of ``owner`` and ``member`` whose event stream is on master ``port`` and
+    whose head is not: its gid."""
+    for _ in range(64):
+        group, _ = group_create(owner_uid=owner, name="g", member_uids=[member])
+        stream = key_port(events.group_stream_key(events.group_shard(group.gid)))
+        if stream == port != key_port(group_keys.head(group.gid)):
+            return group.gid
+    raise AssertionError(f"no group with its event stream on :{port} and its head elsewhere")
+
+
+def test_sends_whose_event_streams_are_on_a_frozen_master_are_accepted_and_events_follow(
     server: int,  # noqa: F811 - the fixture imported above
     uids: Uids,
     workers: Any,
 ) -> None:
-    """The same for a group: the group's head and the sender's position on healthy masters, the
-    group's delivery-event stream (sharded by gid) on the frozen one. The send is accepted and
-    its event follows from ``groups.events_publish``."""
+    """The receiver's and the sender's own keys, and a group's head, on healthy masters; the
+    receiver's delivery-event stream (sharded by uid) and the group's (by gid) on the frozen
+    one. A 1:1 send and a group send are accepted (before, 503s until the replica took over),
+    counted once, and their events reach the streams from ``messaging.events_publish`` and
+    ``groups.events_publish`` once that master or its replica answers."""
     assert settings.REDIS_CLUSTER, "run with REDIS_CLUSTER=1 (make test's cluster pass)"
-    owner, member = uids(2)
-    port = 0
-    for _ in range(32):  # one whose stream is on a master apart from its head and the sender
-        group, _ = group_create(owner_uid=owner, name="g", member_uids=[member])
-        stream = key_port(events.group_stream_key(events.group_shard(group.gid)))
-        if stream not in {key_port(group_keys.head(group.gid)), key_port(group_keys.member(owner))}:
-            port = stream
-            break
-    assert port, "no group with its event stream apart from its head in 32"
+    candidates = uids(256)
+    receiver = next(u for u in candidates if stream_port(u) != master_port(u))
+    port = stream_port(receiver)
+    sender = next(
+        u
+        for u in candidates
+        if u != receiver and port not in {master_port(u), key_port(group_keys.member(u))}
+    )
+    gid = group_streamed_on(port, sender, receiver)
     workers.start(queues="messaging", concurrency=1)  # groups' tasks go there too
-    client = users_api("users-events-freeze")
-    body = {"sender_uid": owner, "client_msg_id": "gevt", "content": TEXT}
-    services("freeze", f"redis-cluster-node:{port}")
-    try:
-        started = time.monotonic()
-        send = post(server, f"/groups/{group.gid}/messages", client.token, body)
-        time.sleep(max(0.0, FROZEN_S - (time.monotonic() - started)))
-    finally:
-        thaw_and_settle(port)
-    report(f"Cluster master :{port} (the group's event stream) frozen: a group send", [send])
-    assert send.status == 201, send.body
-    assert send.seconds < DEADLINE_S + SLACK_S, "answered after the deadline"
-    wait_for(lambda: group_published(group.gid, int(send.body["msgkey"])), timeout=60, every=0.5)
-    path = f"/users/{member}/groups"  # once this process's breaker of that master closes
-    listed = wait_for(lambda: ok(get(server, path, client.token)), timeout=30, every=0.5)
-    assert [(g["gid"], g["unread"]) for g in listed.body["results"]] == [(str(group.gid), 1)]
+    bff, client = inbox_api("bff-events-freeze"), send_api("send-events-freeze", [sender])
+    users = users_api("users-events-freeze")
+    unread = f"/users/{receiver}/unread"
+    assert get(server, unread, bff.token).body["total"] == 0  # warm: the principal is cached
+    message = {"sender_uid": sender, "receiver_uid": receiver, "client_msg_id": "evt"}
+    grouped = {"sender_uid": sender, "client_msg_id": "gevt", "content": TEXT}
+
+    def both() -> tuple[Answer, Answer]:
+        direct = post(server, "/messages", client.token, {**message, "content": TEXT})
+        return direct, post(server, f"/groups/{gid}/messages", users.token, grouped)
+
+    direct, group = once_frozen(port, both)
+    report(f"Cluster master :{port} (the event streams) frozen: a 1:1 send", [direct])
+    report("  then a group send", [group])
+    assert (direct.status, group.status) == (201, 201), (direct.body, group.body)
+    assert max(direct.seconds, group.seconds) < DEADLINE_S + SLACK_S, "answered after the deadline"
+    wait_for(lambda: published(receiver, int(direct.body["msgkey"])), timeout=60, every=0.5)
+    wait_for(lambda: group_published(gid, int(group.body["msgkey"])), timeout=60, every=0.5)
+    # the 1:1 message and the group's, each counted once
+    wait_for(lambda: total(get(server, unread, bff.token)) == 2, timeout=30, every=0.5)
+    assert total(get(server, unread, bff.token)) == 2
+    groups = f"/users/{receiver}/groups"  # once this process's breaker of that master closes
+    listed = wait_for(lambda: ok(get(server, groups, users.token)), timeout=30, every=0.5)
+    assert {g["gid"]: g["unread"] for g in listed.body["results"]}[str(gid)] == 1
 
 
 def ok(answer: Answer) -> Answer | None:
