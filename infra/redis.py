@@ -83,9 +83,23 @@ def _reported(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return func(*args, **kwargs)
     except redis.ResponseError as exc:
-        for hook in REFUSED_WRITE_HOOKS:
-            hook(exc)
+        _report(exc)
         raise
+
+
+def _report(exc: redis.ResponseError) -> None:
+    for hook in REFUSED_WRITE_HOOKS:
+        hook(exc)
+
+
+def _reported_replies(replies: list[Any]) -> list[Any]:
+    """A pipeline's replies as ``execute(raise_on_error=False)`` returns them, each error reply
+    reported as ``_reported`` does for a raised one (a send's pipeline reads its replies one by
+    one: storage/events.py ``unpublished``)."""
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            _report(reply)
+    return replies
 
 
 def on_refused_write(hook: Callable[[redis.ResponseError], None]) -> None:
@@ -125,7 +139,7 @@ class _GuardedPipeline(Pipeline):
         return bool(vars(self).get("transaction") or self.explicit_transaction)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return _guarded(self._execute, raise_on_error)
+        return _reported_replies(_guarded(self._execute, raise_on_error))
 
     def _execute(self, raise_on_error: bool) -> list[Any]:
         scripts = {s.sha: s for s in self.scripts}
@@ -229,7 +243,7 @@ class _Pipeline(ClusterPipeline):
         return self.execute_command("RENAME", src, dst)
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        return _reported(self._execute, raise_on_error)  # each node through its breaker
+        return _reported_replies(_reported(self._execute, raise_on_error))  # each node's breaker
 
     def _execute(self, raise_on_error: bool) -> list[Any]:
         strategy = self._execution_strategy

@@ -17,8 +17,10 @@ import pytest
 from bulk import fanout
 from bulk.models import Campaign, CampaignBatch
 from infra import breakers
+from infra import redis as redis_client
 from infra.outages import store_unavailable
 from infra.redis import get_redis
+from infra.store_errors import refused_write
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import (
     assert_exactly_once,
@@ -102,3 +104,21 @@ def test_an_api_write_is_503_while_redis_refuses_writes_and_its_retry_sends_once
     history = bff.history(bob, alice)["results"]
     assert [m["msgkey"] for m in history] == [again.json()["msgkey"]]
     assert bff.unread(bob)["total"] == 1
+
+
+def test_a_refusal_in_a_pipeline_read_reply_by_reply_is_reported_too(
+    redis_full: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send reads its pipeline's replies one by one (``execute(raise_on_error=False)``,
+    storage/events.py ``unpublished``), so no error is raised through the client: each refused
+    write among the replies still reaches the hook that counts it and logs what to do."""
+    seen: list[str | None] = []
+    hook = [lambda exc: seen.append(refused_write(exc))]
+    monkeypatch.setattr(redis_client, "REFUSED_WRITE_HOOKS", hook)
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.get("refused:probe")
+    pipe.set("refused:probe", "1")
+    replies = pipe.execute(raise_on_error=False)
+    redis_full()
+    assert (replies[0], refused_write(replies[1])) == (None, "OOM")
+    assert seen == ["OOM"]
