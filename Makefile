@@ -24,7 +24,8 @@ CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/groups/test_services.py tests/groups/test_unread.py \
 	tests/unread tests/config/test_asgi.py tests/bulk/test_api_control.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \
-	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once
+	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once \
+	tests/infra/test_refused_writes.py
 # Failovers on purpose, each in a process of its own: after one, the test process's cluster client
 # answers ReadOnlyError to the suites that follow it (a fresh process is fine).
 CLUSTER_FAILOVERS := tests/infra/test_redis_cluster.py tests/api/test_cluster_freeze.py \

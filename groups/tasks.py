@@ -12,8 +12,7 @@ from celery import Task, shared_task
 
 from groups import services
 from infra.outages import retry_while_unavailable
-
-EVENTS_BACKOFF_MAX_S = 30.0
+from storage.events import LATER_MAX_S
 
 
 @shared_task(name="groups.sends_complete", acks_late=True)
@@ -30,4 +29,4 @@ def events_publish(self: Task, gid: int, seq: int, msgkey: int, sender_uid: int)
     try:
         services.events_publish(gid=gid, seq=seq, msgkey=msgkey, sender_uid=sender_uid)
     except Exception as exc:
-        retry_while_unavailable(self, exc, EVENTS_BACKOFF_MAX_S)
+        retry_while_unavailable(self, exc, LATER_MAX_S)

@@ -88,6 +88,11 @@ def _reported(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def _report(exc: redis.ResponseError) -> None:
+    """Each error reply once: a cluster pipeline's command resent alone (``_alone``) is reported
+    by the client as it comes back, then met again among the pipeline's replies."""
+    if getattr(exc, "missive_reported", False):
+        return
+    exc.missive_reported = True  # type: ignore[attr-defined]
     for hook in REFUSED_WRITE_HOOKS:
         hook(exc)
 

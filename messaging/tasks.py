@@ -15,6 +15,7 @@ from celery import Task, shared_task
 from infra.outages import retry_while_unavailable
 from messaging import services
 from storage.convcache import build, prewarm
+from storage.events import LATER_MAX_S
 
 
 @shared_task(name="messaging.send", acks_late=True)
@@ -29,9 +30,6 @@ def send(sender_uid: int, receiver_uid: int, content: dict[str, Any], client_msg
     return str(result.message.msgkey)
 
 
-EVENTS_BACKOFF_MAX_S = 30.0
-
-
 @shared_task(name="messaging.events_publish", acks_late=True, bind=True, max_retries=None)
 def events_publish(self: Task, receiver_uids: list[int], peer_uid: int, msgkey: int) -> None:
     """A 1:1 send's delivery events its request could not publish (their Redis node did not
@@ -39,7 +37,7 @@ def events_publish(self: Task, receiver_uids: list[int], peer_uid: int, msgkey: 
     try:
         services.events_publish(receiver_uids=receiver_uids, peer_uid=peer_uid, msgkey=msgkey)
     except Exception as exc:
-        retry_while_unavailable(self, exc, EVENTS_BACKOFF_MAX_S)
+        retry_while_unavailable(self, exc, LATER_MAX_S)
 
 
 @shared_task(name="messaging.sends_complete", acks_late=True)

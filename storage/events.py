@@ -56,6 +56,7 @@ SHARDS = 16
 MAXLEN = 200_000
 TRIM_STEP = 100  # Redis's stream-node-max-entries: what one ``MAXLEN ~`` trim takes at least
 LATER_S = 2.0  # a cluster master's replica takes over in ~cluster-node-timeout (2 s here)
+LATER_MAX_S = 30.0  # the cap of the backoff of a publish left for later (``publish_later``)
 
 
 def stream_key(shard: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from bulk.models import Campaign, CampaignBatch
 from infra import breakers
 from infra import redis as redis_client
 from infra.outages import store_unavailable
-from infra.redis import get_redis
+from infra.redis import clustered, get_redis
 from infra.store_errors import refused_write
 from tests.api.factories import inbox_api, send_api
 from tests.bulk.helpers import (
@@ -38,12 +39,13 @@ Uids = Callable[[int], list[int]]
 def redis_full() -> Iterator[Callable[[], None]]:
     """Redis refusing writes (maxmemory 1 byte, no eviction) until the returned function, or the
     test's end, gives its memory back."""
-    client = get_redis()
+    client: Any = get_redis()
+    every = {"target_nodes": client.ALL_NODES} if clustered() else {}  # each master, each replica
     before = int(client.config_get("maxmemory")["maxmemory"] or 0)
-    client.config_set("maxmemory", 1)
+    client.config_set("maxmemory", 1, **every)
 
     def restore() -> None:
-        client.config_set("maxmemory", before)
+        client.config_set("maxmemory", before, **every)
 
     try:
         yield restore
@@ -121,4 +123,24 @@ def test_a_refusal_in_a_pipeline_read_reply_by_reply_is_reported_too(
     replies = pipe.execute(raise_on_error=False)
     redis_full()
     assert (replies[0], refused_write(replies[1])) == (None, "OOM")
+    assert seen == ["OOM"]
+
+
+@pytest.mark.redis_cluster
+def test_a_refusal_in_a_command_a_cluster_pipeline_resends_alone_is_reported_once(
+    redis_full: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script every primary forgot (NOSCRIPT, as after a restart or a promotion) is loaded and
+    its command resent alone, outside the pipeline; a refusal in that reply is reported when it
+    comes back and must not be counted again among the pipeline's replies."""
+    seen: list[str | None] = []
+    hook = [lambda exc: seen.append(refused_write(exc))]
+    monkeypatch.setattr(redis_client, "REFUSED_WRITE_HOOKS", hook)
+    script = get_redis().register_script("return redis.call('SET', KEYS[1], ARGV[1])")
+    get_redis().script_flush()
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.evalsha(script.sha, 1, "refused:alone", "1")
+    replies = pipe.execute(raise_on_error=False)
+    redis_full()
+    assert refused_write(replies[0]) == "OOM"
     assert seen == ["OOM"]

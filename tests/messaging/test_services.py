@@ -372,6 +372,24 @@ def test_sends_both_ways_and_retries_at_once_store_each_message_once(uids: Uids)
     assert unread_rebuild_many([alice, bob]).total_drift == 0
 
 
+def test_a_send_whose_new_msgkey_clashes_is_stored_again_and_the_old_message_is_untouched(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice, bob, carol = uids(3)
+    taken = send(carol, bob, "already here")
+    fresh = iter([taken])  # the send's first msgkey is one that is stored already
+    real = keys.next_msgkey
+    monkeypatch.setattr(keys, "next_msgkey", lambda: next(fresh, None) or real())
+
+    key = send(alice, bob, "new", client_msg_id="clash-1")
+
+    assert key != taken
+    assert Message.objects.get(msgkey=taken).body["text"] == "already here"
+    assert Message.objects.get(msgkey=key).body["text"] == "new"
+    assert ClientMessage.objects.get(sender_uid=alice, client_msg_id="clash-1").msgkey == key
+    assert unread(bob) == 2
+
+
 # -- counters stay exact under any sequence of actions --------------------------------------------
 def test_unread_totals_equal_their_parts_and_the_truth_after_random_actions(uids: Uids) -> None:
     users = uids(4)
