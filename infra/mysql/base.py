@@ -39,6 +39,7 @@ import os
 import select
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -112,6 +113,19 @@ def _discard(conn: Any) -> None:
         conn.close()
 
 
+def _close_cursors(conn: Any) -> None:
+    """Close, on the thread that owns ``conn``, each of its cursors still open: a query a
+    request left unfinished (an exception while it iterated ``.iterator()``, the generator kept
+    by the traceback) is otherwise closed whenever the garbage collector reaches it, on any
+    thread. By then the connection may be another request's, and the late close takes the
+    driver's connection lock: one of the two raised "This connection is already in use from
+    another thread" (five times in the fault drill's API log; once the request got no answer).
+    A closed cursor's later close does nothing."""
+    for cursor in list(getattr(conn, "missive_cursors", ())):
+        with contextlib.suppress(Exception):  # a broken connection: it is closed next anyway
+            cursor.close()
+
+
 def _key(params: dict[str, Any]) -> Key:
     return tuple(params.get(k) for k in ("host", "port", "database", "db", "user", "unix_socket"))
 
@@ -126,7 +140,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return kept
         conn = super().get_new_connection(conn_params)
         conn.missive_pid = os.getpid()
+        conn.missive_cursors = weakref.WeakSet()
         return conn
+
+    def create_cursor(self, name: Any = None) -> Any:
+        wrapped = super().create_cursor(name)
+        cursors = getattr(self.connection, "missive_cursors", None)
+        if cursors is not None:
+            cursors.add(wrapped.cursor)
+        return wrapped
 
     def init_connection_state(self) -> None:
         if getattr(self.connection, "missive_session_set", False):
@@ -150,6 +172,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 self.connection.autocommit(True)
 
     def _close(self) -> None:
+        if self.connection is not None:
+            _close_cursors(self.connection)
         if self.connection is not None and self._reusable():
             IDLE.give(self._pool_key, self.connection)
             return

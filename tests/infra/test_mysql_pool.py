@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,6 +110,63 @@ def test_a_connection_given_back_after_an_error_is_closed_not_reused() -> None:
     assert connection_id() != first
     kept = connection_id()
     assert connection_id() == kept  # a clean one is
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_query_a_failed_request_left_open_never_touches_its_connection_once_given_back(
+    uids: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Request A fails while it iterates a query; its traceback keeps the query's generator,
+    which the garbage collector finalises later, on whatever thread it runs. Meanwhile A's
+    connection was given back and request B is using it: the late close must not reach it."""
+    for uid in uids(3):
+        Account.objects.create(uid=uid, kind="business", name=f"pool-{uid}")
+    left: list[Any] = []
+    ids: dict[str, int] = {}
+
+    def request_a() -> None:
+        rows = Account.objects.order_by("uid").iterator(chunk_size=1)
+        next(rows)  # then the request fails: the generator outlives it
+        left.append(rows)
+        ids["a"] = server_id(connection)
+        connection.close()  # the request's end: its connection is given back
+
+    answers: list[Any] = []
+
+    def request_b() -> None:
+        try:
+            with connection.cursor() as cur:
+                ids["b"] = server_id(connection)
+                cur.execute("SELECT SLEEP(1), 42")
+                answers.append(cur.fetchone()[1])
+        except Exception as exc:
+            answers.append(exc)
+        finally:
+            connection.close()
+
+    run(request_a)
+    b = threading.Thread(target=request_b)
+    b.start()
+    time.sleep(0.3)  # B is in its query
+    unraisable: list[Any] = []  # what a finaliser raises is printed, and lost, by Python
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    left[0].close()  # the garbage collector reaches A's generator, on another thread
+    b.join()
+    assert ids["a"] == ids["b"]  # B got A's connection (the pool's freshest)
+    assert answers == [42]
+    assert [str(u.exc_value) for u in unraisable] == []  # the late close left B's connection be
+
+
+def server_id(wrapper: Any) -> int:
+    with wrapper.cursor() as cur:
+        cur.execute("SELECT CONNECTION_ID()")
+        return int(cur.fetchone()[0])
+
+
+def run(target: Any) -> None:
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
 
 
 @pytest.mark.django_db(transaction=True)
