@@ -3,9 +3,9 @@ script (``scripts/services stop|kill|start``, and ``freeze|thaw``: SIGSTOP/SIGCO
 keeps its connections open and answers nothing), with real Celery workers delivering.
 
 Each fault ends with the campaign finished, ``failed == 0``, and every recipient exact: one inbox
-entry, one conversation, unread 1 (read through the API's own path, which repairs counters a
-crashed Redis lost). The beat is played by the test's loop: ``bulk.sweep`` and the counters'
-restart check, every half second.
+entry, one conversation, unread 1 (Redis's counts as the deliveries left them; after a Redis
+crash, read through the API's own path, which repairs what the crash lost). The beat is played
+by the test's loop: ``bulk.sweep`` and the counters' restart check, every half second.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from infra import breakers, hbase
 from infra.redis import get_redis
 from messaging.models import Conversation
 from storage.counters import epoch
+from storage.counters.store import unread_summary as live_counts
 from storage.inbox import _cached, get_inbox
 from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.conftest import services, wait_for
@@ -110,7 +111,14 @@ def recipients_where(wrong: Callable[[int], bool], uids: Collection[int]) -> set
         return set().union(*pool.map(part, range(8)))
 
 
-def assert_every_recipient_exact(campaign: Campaign, scenario: Scenario) -> None:
+def assert_every_recipient_exact(
+    campaign: Campaign, scenario: Scenario, *, redis_lost_writes: bool = False
+) -> None:
+    """Finished, nobody failed, and each recipient holds one inbox entry, one conversation and
+    an unread count of 1 from the sender. The counts are Redis's as the deliveries left them (a
+    batch counted twice shows as 2), unless the fault lost Redis writes (``redis_lost_writes``:
+    a Redis killed, a cluster master failed over): then they are read through the API's own path,
+    which first rebuilds from the truth what Redis lost (4,000 such rebuilds: ~7 s a test)."""
     assert (campaign.status, campaign.failed) == (CampaignStatus.FINISHED, 0)
     assert campaign.delivered == len(scenario.expected)
     assert campaign.skipped_blocked == len(scenario.blocked)
@@ -118,7 +126,8 @@ def assert_every_recipient_exact(campaign: Campaign, scenario: Scenario) -> None
     assert recipients_where(lambda u: inbox.count(u, sender) != 1, scenario.expected) == set()
     receivers = Conversation.objects.filter(peer_uid=sender)
     assert set(receivers.values_list("owner_uid", flat=True)) == scenario.expected
-    wrong = recipients_where(lambda u: unread_summary(u).by_peer != {sender: 1}, scenario.expected)
+    counts = unread_summary if redis_lost_writes else live_counts
+    wrong = recipients_where(lambda u: counts(u).by_peer != {sender: 1}, scenario.expected)
     assert wrong == set()
 
 
@@ -145,7 +154,7 @@ def test_redis_killed_with_minus_nine_and_restarted(campaign_setup: Scenario) ->
         get_redis().connection_pool.disconnect()
 
     campaign = run_with_fault(campaign_setup, lambda: services("kill", "redis"), up, hold_s=3)
-    assert_every_recipient_exact(campaign, campaign_setup)
+    assert_every_recipient_exact(campaign, campaign_setup, redis_lost_writes=True)
 
 
 def test_mariadb_restarted_mid_campaign(campaign_setup: Scenario) -> None:
