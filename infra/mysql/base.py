@@ -17,7 +17,8 @@ What this backend does instead:
 - **Idle connections per process**, by (host, port, database, user): a wrapper's ``close()`` (at
   the end of each request and task: ``CONN_MAX_AGE`` is 0 with this engine) gives a clean
   connection back (autocommit on, no atomic block open, no database error seen); any other is
-  closed as before. At most ``POOL_SIZE`` wait; one idle for ``POOL_IDLE_S`` or more is closed.
+  closed as before. Every cursor still open on it is closed first, on its own thread
+  (``_close_cursors``). At most ``POOL_SIZE`` wait; one idle for ``POOL_IDLE_S`` or more is closed.
   A forked child (a Celery pool process) starts with none: its parent's stay the parent's, idle
   or in use when it forked (those are closed, never kept: their file number may be reused).
 - **No round trip to check one out**: a connection the server closed, killed or restarted away has
