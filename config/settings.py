@@ -159,6 +159,9 @@ BREAKER_RESET_S = float(env("BREAKER_RESET_S", "1"))
 # Before that probe the store is pinged, off the request, with this timeout; calls fail at once
 # until it answers, and no answer keeps the breaker open another BREAKER_RESET_S.
 BREAKER_PING_S = float(env("BREAKER_PING_S", "0.5"))
+# After an unread repair met a store that did not answer, a process puts every repair off (counts
+# served as Redis holds them) this long, then lets one try (storage/counters/epoch.py).
+UNREAD_REPAIRS_PUT_OFF_S = float(env("UNREAD_REPAIRS_PUT_OFF_S", "30"))
 # A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
 # a second per process), or not answering, sends its reads to the primary (infra/dbrouter.py).
 REPLICA_MAX_LAG_S = float(env("REPLICA_MAX_LAG_S", "5"))

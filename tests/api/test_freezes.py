@@ -194,12 +194,20 @@ def test_mariadb_frozen_past_the_breakers_reset_no_request_waits_for_its_pings(
         assert back_s < 2.5  # the reset time (1 s), a ping and the probe; never a timeout
 
 
+@pytest.fixture
+def server_putting_repairs_off_2_s(transactional_db: Any) -> Iterator[int]:
+    """An API process that puts unread repairs off 2 s after one met an outage (30 by default)."""
+    with api_server(UNREAD_REPAIRS_PUT_OFF_S="2") as port:
+        yield port
+
+
 def test_mariadb_frozen_a_user_due_a_repair_still_gets_their_unread_then_is_repaired(
-    server: int, uids: Uids
+    server_putting_repairs_off_2_s: int, uids: Uids
 ) -> None:
     """After the counters' epoch moved (a Redis restart), a user's first read repairs their
     counters from MariaDB and the inbox; with MariaDB frozen the repair is put off and the read
-    answers the counters Redis holds, not 503."""
+    answers the counters Redis holds, not 503; a read once the put-off time is over repairs."""
+    server = server_putting_repairs_off_2_s
     alice, bob, carol = uids(3)
     send_api("shop-epoch", [alice]).sent(alice, bob)
     bff = inbox_api("bff-freeze-epoch")
