@@ -509,7 +509,7 @@ def report(outcome: Outcome, hold: float) -> list[str]:
     ):
         print(
             f"    {phase:13} {'requests':>8} {'200/201':>8} {'503':>6} {'other':>6} "
-            f"{'no answer':>9} {'p99 s':>7} {'max s':>7} {'>=10 s':>7}"
+            f"{'no answer':>9} {'p99 s':>7} {'max s':>7} {'>=1 s':>6} {'>=10 s':>7}"
             + (f" {'last 503':>9}" if phase == "after" else "")
         )
         for endpoint, mine in rows(outcome, lo, hi):
@@ -520,9 +520,10 @@ def report(outcome: Outcome, hold: float) -> list[str]:
             seconds = sorted(a.seconds for a in mine)
             p99 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.99))]
             slow = sum(1 for a in mine if a.seconds >= UNANSWERED_S)
+            waited = sum(1 for a in mine if a.seconds >= 1)  # a timeout, not a slow answer
             print(
                 f"    {endpoint:13} {len(mine):8,} {ok:8,} {unavailable:6,} {other:6,} "
-                f"{none:9,} {p99:7.2f} {seconds[-1]:7.2f} {slow:7,}"
+                f"{none:9,} {p99:7.2f} {seconds[-1]:7.2f} {waited:6,} {slow:7,}"
                 + (f" {_last_503(mine, outcome.up_at):>9}" if phase == "after" else "")
             )
             fives = sum(1 for a in mine if a.status >= 500 and a.status != 503)
