@@ -216,7 +216,7 @@ OPTIONS: dict[str, Callable[[], dict[str, Any]]] = {}  # name -> its fail_max, r
 def configure(name: str, options: Callable[[], dict[str, Any]]) -> None:
     """``options()`` (read from the settings when the breaker is made) for ``name``, a breaker
     that guards work rather than a store's address (an unread repair: storage/counters/epoch.py
-    ``put_off``); its ``target`` label is empty."""
+    ``put_off``); it is left out of ``missive_store_breaker_state``, whose open breakers page."""
     OPTIONS[name] = options
 
 
@@ -329,7 +329,8 @@ def read_gauges() -> Iterator[Metric]:
         labels=["breaker", "target"],
     )
     for (name, where), state in states().items():
-        gauge.add_metric([name, where], STATE_VALUES.get(state, 0))
+        if name not in OPTIONS:  # a store's, not work's (``configure``): the store alert reads it
+            gauge.add_metric([name, where], STATE_VALUES.get(state, 0))
     yield gauge
 
 

@@ -36,6 +36,7 @@ from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status, services
 from tests.bulk.test_region_moves import region_tool
 from tests.conftest import wait_for
+from tests.infra.test_metrics import scrape, value
 
 pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase]
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ HBASE_DIR = ROOT / "var" / "services" / "hbase"
 RECIPIENTS = 2000
 LEASE_S = 3
 API_TIMEOUT_MS = 2000  # an API process's HBase timeout (STORE_TIMEOUTS): the probes' resolution
+BREAKER_GAUGE = "missive_store_breaker_state"
 BACK_WITHIN_S = 180  # a bound for the wait, not a figure the test asserts
 
 
@@ -176,6 +178,9 @@ def test_a_regionserver_killed_mid_campaign(
     # the first repair met the dead regions and was put off; the next were put off at once,
     # not each after HBase's timeout (HBase's own breaker stays closed in a partial outage)
     assert max(unread_s[1:]) < 0.5, unread_s
+    gauges = {dict(labels)["breaker"] for name, labels in scrape() if name == BREAKER_GAUGE}
+    assert "unread-repairs" not in gauges  # work's breaker, not a store's: it must not page
+    assert value(scrape(), "missive_unread_repairs_deferred_total") >= len(due)
     back_s, lists = back_after(bff, owner, scenario.sender, msgkey, killed_at)
     wait_for(lambda: port not in regions_by_port(full_name("inbox")).values(), every=0.2)
     moved_s = time.monotonic() - killed_at
