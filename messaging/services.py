@@ -216,9 +216,9 @@ def _send_new_or_winner(
     sender_uid: int, receiver_uid: int, body: dict[str, Any], client_msg_id: str, digest: str
 ) -> SendResult | ClientMessage:
     """Store a new send, or return the concurrent retry's send that won the race for its
-    ``client_msg_id``. A unique clash that left no such send behind (seen once in ~60 clean
-    runs of the four-thread retry test: IntegrityError, then no row) is stored again with a
-    fresh msgkey, logged, instead of answering 500."""
+    ``client_msg_id``. A unique clash that left no such send behind (seen once, in a clean-clone
+    run of the four-thread retry test: IntegrityError, then no row; its cause not found) is
+    stored again with a fresh msgkey, logged, instead of answering 500."""
     for attempt in range(1, SEND_CLASHES + 1):
         try:
             return _send_new(sender_uid, receiver_uid, body, client_msg_id, digest)
