@@ -196,9 +196,7 @@ def message_send(
     if sender_uid == receiver_uid:
         raise InvalidInput("A user cannot message themselves.", {"receiver_uid": "is the sender"})
     digest = _digest(receiver_uid, body)
-    existing = ClientMessage.objects.filter(
-        sender_uid=sender_uid, client_msg_id=client_msg_id
-    ).first()
+    existing = _client_message(sender_uid, client_msg_id)
     if existing is None:
         if Block.objects.filter(owner_uid=receiver_uid, blocked_uid=sender_uid).exists():
             raise Blocked("The receiver has blocked this sender.")
@@ -207,6 +205,10 @@ def message_send(
             return sent
         existing = sent
     return _replay(existing, digest)
+
+
+def _client_message(sender_uid: int, client_msg_id: str) -> ClientMessage | None:
+    return ClientMessage.objects.filter(sender_uid=sender_uid, client_msg_id=client_msg_id).first()
 
 
 SEND_CLASHES = 3  # unique-key clashes a send survives without finding the send that won
@@ -223,9 +225,7 @@ def _send_new_or_winner(
         try:
             return _send_new(sender_uid, receiver_uid, body, client_msg_id, digest)
         except IntegrityError as exc:
-            winner = ClientMessage.objects.filter(
-                sender_uid=sender_uid, client_msg_id=client_msg_id
-            ).first()
+            winner = _client_message(sender_uid, client_msg_id)
             if winner is not None:
                 return winner
             if attempt == SEND_CLASHES:

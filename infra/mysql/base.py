@@ -175,9 +175,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _close(self) -> None:
         if self.connection is not None:
             _close_cursors(self.connection)
-        if self.connection is not None and self._reusable():
-            IDLE.give(self._pool_key, self.connection)
-            return
+            if self._reusable():
+                IDLE.give(self._pool_key, self.connection)
+                return
         super()._close()  # type: ignore[misc]
 
     def _reusable(self) -> bool:

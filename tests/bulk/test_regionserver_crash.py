@@ -178,9 +178,10 @@ def test_a_regionserver_killed_mid_campaign(
     # the first repair met the dead regions and was put off; the next were put off at once,
     # not each after HBase's timeout (HBase's own breaker stays closed in a partial outage)
     assert max(unread_s[1:]) < 0.5, unread_s
-    gauges = {dict(labels)["breaker"] for name, labels in scrape() if name == BREAKER_GAUGE}
+    samples = scrape()
+    gauges = {dict(labels)["breaker"] for name, labels in samples if name == BREAKER_GAUGE}
     assert "unread-repairs" not in gauges  # work's breaker, not a store's: it must not page
-    assert value(scrape(), "missive_unread_repairs_deferred_total") >= len(due)
+    assert value(samples, "missive_unread_repairs_deferred_total") >= len(due)
     back_s, lists = back_after(bff, owner, scenario.sender, msgkey, killed_at)
     wait_for(lambda: port not in regions_by_port(full_name("inbox")).values(), every=0.2)
     moved_s = time.monotonic() - killed_at

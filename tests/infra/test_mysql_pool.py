@@ -60,9 +60,7 @@ def connection_id(alias: str = "default") -> int:
     """The server-side id of the connection a new wrapper (a new request's) gets."""
     wrapper = connections.create_connection(alias)
     try:
-        with wrapper.cursor() as cur:
-            cur.execute("SELECT CONNECTION_ID()")
-            return int(cur.fetchone()[0])
+        return server_id(wrapper)
     finally:
         wrapper.close()
 
@@ -158,6 +156,7 @@ def test_a_query_a_failed_request_left_open_never_touches_its_connection_once_gi
 
 
 def server_id(wrapper: Any) -> int:
+    """The server-side id of the connection ``wrapper`` holds (opened if need be)."""
     with wrapper.cursor() as cur:
         cur.execute("SELECT CONNECTION_ID()")
         return int(cur.fetchone()[0])
