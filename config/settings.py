@@ -34,7 +34,25 @@ def env(name: str, default: str) -> str:
 
 
 def env_int(name: str, default: int) -> int:
-    return int(env(name, str(default)))
+    return int(_env_number(name, default, int))
+
+
+def env_float(name: str, default: float) -> float:
+    return float(_env_number(name, default, float))
+
+
+def _env_number(name: str, default: float, kind: type[int] | type[float]) -> float:
+    """A count, size or duration from the environment; a value that is not one (or is below 0)
+    stops the process with one line naming the variable, not a traceback."""
+    raw = env(name, str(default))
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = -1
+    if not value >= 0:  # also NaN
+        noun = "a whole number" if kind is int else "a number"
+        deploy.stop(f"{name} must be {noun} of 0 or more, not {raw!r}")
+    return value
 
 
 DEBUG = env("DJANGO_DEBUG", "0") == "1"
@@ -146,7 +164,7 @@ _TIMEOUT_DEFAULTS = {
 }
 STORE_TIMEOUTS = {
     store: {
-        kind: float(env(f"STORE_TIMEOUT_{store.upper()}_{kind.upper()}_S", str(value)))
+        kind: env_float(f"STORE_TIMEOUT_{store.upper()}_{kind.upper()}_S", value)
         for kind, value in kinds.items()
     }
     for store, kinds in _TIMEOUT_DEFAULTS.items()
@@ -155,16 +173,16 @@ STORE_TIMEOUTS = {
 # no answer it opens, and calls fail at once (503 + Retry-After) for BREAKER_RESET_S; then one
 # call probes (half-open) and closes it again, or reopens it.
 BREAKER_FAIL_MAX = env_int("BREAKER_FAIL_MAX", 2)
-BREAKER_RESET_S = float(env("BREAKER_RESET_S", "1"))
+BREAKER_RESET_S = env_float("BREAKER_RESET_S", 1)
 # Before that probe the store is pinged, off the request, with this timeout; calls fail at once
 # until it answers, and no answer keeps the breaker open another BREAKER_RESET_S.
-BREAKER_PING_S = float(env("BREAKER_PING_S", "0.5"))
+BREAKER_PING_S = env_float("BREAKER_PING_S", 0.5)
 # After an unread repair met a store that did not answer, a process puts every repair off (counts
 # served as Redis holds them) this long, then lets one try (storage/counters/epoch.py).
-UNREAD_REPAIRS_PUT_OFF_S = float(env("UNREAD_REPAIRS_PUT_OFF_S", "30"))
+UNREAD_REPAIRS_PUT_OFF_S = env_float("UNREAD_REPAIRS_PUT_OFF_S", 30)
 # A replica lagging more than this (SHOW SLAVE STATUS Seconds_Behind_Master, checked at most once
 # a second per process), or not answering, sends its reads to the primary (infra/dbrouter.py).
-REPLICA_MAX_LAG_S = float(env("REPLICA_MAX_LAG_S", "5"))
+REPLICA_MAX_LAG_S = env_float("REPLICA_MAX_LAG_S", 5)
 # An API read (GET) the primary failed (it did not answer) is run again on the replica, whatever
 # its lag (api/fallback.py); 0: such reads answer 503 like writes.
 REPLICA_FALLBACK = env("REPLICA_FALLBACK", "1") == "1"
@@ -332,14 +350,14 @@ CONVCACHE_HEDGE_MS = env_int("CONVCACHE_HEDGE_MS", 20)  # then MySQL is asked in
 BIG_UP_THRESHOLD = env_int("BIG_UP_THRESHOLD", 5000)  # conversations that make a big UP
 BURST_NEW_CONVERSATIONS = env_int("BURST_NEW_CONVERSATIONS", 50)  # per owner per minute
 PREWARM_WINDOW_S = env_int("PREWARM_WINDOW_S", 600)  # at most one prewarm per owner per window
-PREWARM_FAILURE_ALERT_RATE = float(env("PREWARM_FAILURE_ALERT_RATE", "0.2"))
+PREWARM_FAILURE_ALERT_RATE = env_float("PREWARM_FAILURE_ALERT_RATE", 0.2)
 PREWARM_ALERT_MIN_ATTEMPTS = env_int("PREWARM_ALERT_MIN_ATTEMPTS", 10)
 ANNOUNCEMENTS_KEEP = env_int("ANNOUNCEMENTS_KEEP", 100)  # counted at most (shown as 99+)
 # The binlog follower (cachesync/, manage.py cache_follow) registers with the primary as a
 # replica with this server_id: unique among the primary's replicas (MariaDB itself is 1, the
 # read replica 2), one follower per primary.
 CACHESYNC_SERVER_ID = env_int("CACHESYNC_SERVER_ID", 101)
-METRICS_FLUSH_S = float(env("METRICS_FLUSH_S", "1.0"))
+METRICS_FLUSH_S = env_float("METRICS_FLUSH_S", 1.0)
 UNREAD_FAST_PATH = env("UNREAD_FAST_PATH", "1") == "1"  # config.asgi: unread/fastpath.py
 # --- Retention (retention/): days each kind of data is kept; 0 = for ever -----------------------
 # Campaign copies are most of the inbox (a 10M-recipient campaign writes 10M rows) and go stale in
@@ -371,8 +389,8 @@ CELERY_BEAT_SCHEDULE = {
 # --- API ---------------------------------------------------------------------------------------
 # Writes (POST, PUT, DELETE) per API client: a token bucket in Redis (api/throttles.py);
 # past it, 429 with Retry-After.
-API_WRITE_RATE_PER_S = float(env("API_WRITE_RATE_PER_S", "2000"))
-API_WRITE_BURST = float(env("API_WRITE_BURST", "4000"))
+API_WRITE_RATE_PER_S = env_float("API_WRITE_RATE_PER_S", 2000)
+API_WRITE_BURST = env_float("API_WRITE_BURST", 4000)
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

@@ -1,7 +1,8 @@
 """Deployment settings as an operator meets them: ``manage.py check --deploy`` is clean under the
 production settings the operations guide gives (TLS at a proxy, or Django's own redirect and
-HSTS); a deployment with DEBUG off and no DJANGO_SECRET_KEY stops at start-up with one sentence;
-the one-machine mode keeps a random key of its own."""
+HSTS); a deployment with DEBUG off and no DJANGO_SECRET_KEY, or with a count or duration that is
+not a number, stops at start-up with one sentence; the one-machine mode keeps a random key of its
+own."""
 
 from __future__ import annotations
 
@@ -72,6 +73,21 @@ def test_debug_off_without_a_secret_key_stops_with_one_sentence() -> None:
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # no traceback
     assert done.stderr.startswith("missive: DJANGO_SECRET_KEY is not set and DJANGO_DEBUG is off")
     assert done.stderr.count(". ") == 0  # one sentence
+
+
+def test_a_setting_that_is_not_a_number_stops_with_one_line_naming_it() -> None:
+    for name, value, noun in (
+        ("BULK_BATCH_SIZE", "4k", "a whole number"),
+        ("UNREAD_REPAIRS_PUT_OFF_S", "thirty", "a number"),
+        ("STORE_TIMEOUT_REDIS_API_S", "-1", "a number"),
+        ("BREAKER_RESET_S", "nan", "a number"),
+    ):
+        done = manage("check", **PRODUCTION, **{name: value})
+        assert done.returncode != 0, name
+        assert done.stderr.strip().splitlines() == [
+            f"missive: {name} must be {noun} of 0 or more, not {value!r}"
+        ]
+    assert_clean(manage("check", **PRODUCTION, BULK_BATCH_SIZE="4000"))  # a number is taken
 
 
 def test_the_api_server_without_a_secret_key_stops_once_with_that_sentence() -> None:
