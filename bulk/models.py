@@ -156,7 +156,11 @@ class Campaign(models.Model):
                 fields=["client", "idempotency_key"], name="uniq_campaign_idempotency"
             )
         ]
-        indexes = [models.Index(fields=["status", "scheduled_at"], name="campaign_status_sched")]
+        indexes = [
+            models.Index(fields=["status", "scheduled_at"], name="campaign_status_sched"),
+            # a message's campaign: its recall, a change made in SQL (bulk/recall.py)
+            models.Index(fields=["msgkey"], name="campaign_msgkey"),
+        ]
 
     def __str__(self) -> str:
         if self.name:

@@ -24,6 +24,12 @@ RESEND_EVERY_S across processes): every campaign created within RESEND_LOOKBACK 
 is recalled has each batch not yet recorded in ``recalled:{c:<campaign>}`` enqueued again
 (a batch recalled twice changes nothing, see below).
 
+A campaign's message changed in SQL, behind the application's back (a DBA fixing a link: the
+binlog follower, ``messaging.services.messages_changed_outside``): ``campaign_changed`` enqueues
+one ``bulk.refresh_batch`` per batch, which bumps the batch's recipients' conversations that still
+show that message, so every cache tier shows the new preview (a bump is idempotent: a task run
+twice changes nothing more). A recall set in SQL takes the recall's path above.
+
 Exactly once: the decrement runs before the flags and under its marker, so a task that died
 between the two finds the copies still unflagged when it runs again, and the marker stops a
 second decrement; a task that ran to the end finds every copy flagged and changes nothing.
@@ -49,7 +55,7 @@ from bulk.services import campaign_cancel
 from infra.redis import get_redis
 from infra.taskref import TaskRef
 from messaging.models import Message, MessageStatus
-from messaging.services import copies_recall_many
+from messaging.services import conversations_showing_bump, copies_recall_many
 from storage.counters.store import Sequenced
 from storage.inbox import get_inbox
 
@@ -58,6 +64,7 @@ RESEND_EVERY_S = 30
 RESEND_LOOKBACK = timedelta(days=7)  # well inside RECALLED_TTL_S: the progress set outlives it
 RECALLED_TTL_S = 30 * 86400  # the recall progress outlives any recall by far
 TASK = TaskRef()
+REFRESH_TASK = TaskRef()
 
 
 @dataclass(frozen=True)
@@ -79,12 +86,33 @@ def campaign_recall(message: Message) -> int:
     return len(ids)
 
 
-def enqueue(batch_ids: Sequence[int], countdown: float = 0.0) -> None:
-    """One recall task per batch, through one broker producer; ``countdown`` 0: right away."""
-    task = TASK.task
+def campaign_changed(message: Message) -> int:
+    """Enqueue the refresh of every batch of the campaign that sent ``message``; returns how many
+    batches (0: not a campaign's message)."""
+    campaign = Campaign.objects.filter(msgkey=message.msgkey).first()
+    if campaign is None:
+        return 0
+    ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True))
+    transaction.on_commit(lambda: enqueue(ids, task=REFRESH_TASK))
+    return len(ids)
+
+
+def batch_refresh(batch_id: int) -> int:
+    """Bump the batch's recipients' conversations showing the campaign's message; how many."""
+    batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
+    msgkey = batch.campaign.msgkey if batch is not None else None
+    if batch is None or msgkey is None:
+        return 0
+    return conversations_showing_bump(batch.uids, batch.campaign.sender_uid, msgkey)
+
+
+def enqueue(batch_ids: Sequence[int], countdown: float = 0.0, task: TaskRef = TASK) -> None:
+    """One task per batch (a recall's, or ``task``), through one broker producer; ``countdown``
+    0: right away."""
+    bound = task.task
     with current_app.producer_or_acquire() as producer:
         for batch_id in batch_ids:
-            task.apply_async(args=(batch_id,), countdown=countdown, producer=producer)
+            bound.apply_async(args=(batch_id,), countdown=countdown, producer=producer)
 
 
 def batch_recall(batch_id: int) -> BatchRecall:

@@ -96,6 +96,15 @@ def sweep() -> dict[str, Any]:
     return {**fanout.sweep().__dict__, "recalls_resent": recall.resend_unfinished()}
 
 
+@shared_task(name="bulk.refresh_batch", bind=True, acks_late=True, max_retries=30)
+def refresh_batch(self: Task, batch_id: int) -> int:
+    """A campaign's message changed in SQL: show it in one batch's recipients' conversations."""
+    try:
+        return recall.batch_refresh(batch_id)
+    except Exception as exc:
+        raise self.retry(exc=exc, countdown=min(2**self.request.retries, 60)) from exc
+
+
 @shared_task(name="bulk.recall_batch", bind=True, acks_late=True, max_retries=30)
 def recall_batch(self: Task, batch_id: int) -> str:
     """A campaign's message was recalled: take it back from one batch's recipients."""

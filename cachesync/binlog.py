@@ -92,6 +92,7 @@ class Progress:
     applied: int = 0
     changes: int = 0
     skipped: int = 0  # refreshes every tier held already (held.py)
+    recalls: int = 0  # recalls set in SQL, finished as the application's own
     retries: int = 0
     logged_at: float = 0.0
 
@@ -263,7 +264,9 @@ class Follower:
 
     def _apply(self, changes: ChangeSet) -> None:
         """Apply until it lands (services.py: idempotent), waiting out outages."""
-        self.progress.skipped += self._retrying(lambda: services.changes_apply(changes))
+        applied = self._retrying(lambda: services.changes_apply(changes))
+        self.progress.skipped += applied.skipped
+        self.progress.recalls += applied.recalls
         self.progress.applied += 1
         self.progress.changes += changes.size()
 
@@ -307,13 +310,14 @@ class Follower:
         p = self.progress
         p.logged_at = now
         log.info(
-            "cachesync: at %s; %d transactions, %d applied (%d changes, %d held already), "
-            "lag %.3f s, %d retries",
+            "cachesync: at %s; %d transactions, %d applied (%d changes, %d held already, "
+            "%d recalls made in SQL), lag %.3f s, %d retries",
             self.applied.text(),
             p.transactions,
             p.applied,
             p.changes,
             p.skipped,
+            p.recalls,
             self.lag.lag,
             p.retries,
         )

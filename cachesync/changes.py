@@ -21,8 +21,11 @@ What each committed row change asks of the caches (services.py applies it):
                                                          writes)
 - ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
   delete → ``messages``: the conversations showing it as their last message get bumped (their
-  summary's preview changed, their mtime did not). Inserts change no cache: ``ignored`` tells
-  the follower not to decode them (a message's body is its largest column).
+  summary's preview changed, their mtime did not). An update is also ``edited``, and one that set
+  the status to recalled ``recalled``: messaging finishes such a recall as its own (copies
+  flagged, unread counted down) and shows an edit on the other routes' conversations (a
+  campaign's recipients'). Inserts change no cache: ``ignored`` tells the follower not to decode
+  them (a message's body is its largest column).
 - ``messaging_block``: counted only: no cache tier holds blocks (a send and a campaign batch read
   them from MySQL), so there is nothing to push.
 
@@ -36,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from messaging.models import Block, Conversation, Message
+from messaging.models import Block, Conversation, Message, MessageStatus
 
 CONVERSATIONS = Conversation._meta.db_table
 MESSAGES = Message._meta.db_table
@@ -60,6 +63,8 @@ class ChangeSet:
     bump: set[Pair] = field(default_factory=set)
     forget: dict[Pair, int] = field(default_factory=dict)
     messages: set[int] = field(default_factory=set)
+    edited: set[int] = field(default_factory=set)  # the updated ones among ``messages``
+    recalled: set[int] = field(default_factory=set)  # the updates that set the status recalled
     blocks: int = 0
     recount: set[Pair] = field(default_factory=set)  # conversations whose unread may have moved
     newest_mtime_ms: int = 0  # the newest conversation mtime seen (lag.py)
@@ -88,6 +93,8 @@ class ChangeSet:
             self.forget[pair] = max(self.forget.get(pair, 0), version)
         self.bump |= later.bump
         self.messages |= later.messages
+        self.edited |= later.edited
+        self.recalled |= later.recalled
         self.blocks += later.blocks
         self.recount |= later.recount
         self.newest_mtime_ms = max(self.newest_mtime_ms, later.newest_mtime_ms)
@@ -138,7 +145,15 @@ class ChangeSet:
         elif kind == "update":
             before, after = row["before_values"], row["after_values"]
             if any(before.get(f) != after.get(f) for f in MESSAGE_FIELDS):
-                self.messages.add(int(after["msgkey"]))
+                msgkey = int(after["msgkey"])
+                self.messages.add(msgkey)
+                self.edited.add(msgkey)
+                if _recalled(after) and not _recalled(before):
+                    self.recalled.add(msgkey)
+
+
+def _recalled(row: Row) -> bool:
+    return row.get("status") is not None and int(row["status"]) == MessageStatus.RECALLED
 
 
 def _pair(row: Row) -> Pair:

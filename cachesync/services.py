@@ -20,13 +20,16 @@ dirty raises ``CachePushFailed``; a store that does not answer raises its own er
 (``infra.store_errors.store_unavailable``). Either way nothing is lost: the follower waits and
 applies the same ChangeSet again, and saves its position only after this returns.
 
-Not covered: a campaign's message edited in SQL (its conversations are found through the
-campaign's ledger, not ``ClientMessage``; a recall through the API bumps them).
+A message updated in SQL goes on to ``messages_changed_outside``: a recall set there is finished
+as the application finishes its own (every copy flagged, the unread ones counted down, a
+campaign's batches recalled), unless the application made it; any other change reaches a
+campaign's recipients' conversations through its ledger (``bulk.refresh_batch`` per batch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from django.db.models import Q
 
@@ -38,13 +41,19 @@ from messaging.services import (
     conversations_forget,
     conversations_refresh,
     conversations_unheld,
+    messages_changed_outside,
 )
 from unread.services import unread_conversations_recount
 
 
-def changes_apply(changes: ChangeSet) -> int:
-    """Push one transaction's changes into every cache tier (module docstring); returns how
-    many refreshes it skipped as held."""
+@dataclass(frozen=True)
+class Applied:
+    skipped: int  # refreshes every tier held already
+    recalls: int  # recalls set in SQL, finished as the application's own
+
+
+def changes_apply(changes: ChangeSet) -> Applied:
+    """Push one transaction's changes into every cache tier (module docstring)."""
     with caches_strict():
         _forget(changes.forget)
         bump = changes.bump | showing(changes.messages)
@@ -54,9 +63,10 @@ def changes_apply(changes: ChangeSet) -> int:
             conversations_refresh(refresh)
         if bump:
             conversations_bump(sorted(bump))
+        recalls = messages_changed_outside(sorted(changes.edited), sorted(changes.recalled))
     if changes.recount:  # the unread app's recount, safe beside deliveries (unread/rebuild.py)
         unread_conversations_recount(changes.recount)
-    return len(wanted) - len(refresh)
+    return Applied(len(wanted) - len(refresh), recalls)
 
 
 def _forget(versions: Mapping[Pair, int]) -> None:

@@ -74,10 +74,24 @@ log = logging.getLogger(__name__)
 _RECALL_FANOUTS: list[Callable[[Message], object]] = []
 
 
+# The same routes show a message's content in their conversations (a campaign's recipients'):
+# a change made in SQL, behind the application's back, reaches them through this (bulk.apps).
+_CHANGE_FANOUTS: list[Callable[[Message], object]] = []
+# A recall the application made is marked this long (``messages_changed_outside``): the binlog
+# follower, which sees its status change within a second, then leaves it to the application.
+RECALL_MARK_S = 3600
+
+
 def register_recall_fanout(fanout: Callable[[Message], object]) -> None:
     """Recall ``message`` from another route too, on every recall (registered once)."""
     if fanout not in _RECALL_FANOUTS:
         _RECALL_FANOUTS.append(fanout)
+
+
+def register_change_fanout(fanout: Callable[[Message], object]) -> None:
+    """Show a change of ``message`` made in SQL on another route too (registered once)."""
+    if fanout not in _CHANGE_FANOUTS:
+        _CHANGE_FANOUTS.append(fanout)
 
 
 @dataclass(frozen=True)
@@ -342,14 +356,52 @@ def message_recall(*, msgkey: int, actor_uid: int | None, operator: bool = False
         if timezone.now() - message.created_at > RECALL_WINDOW:
             raise Forbidden("The recall window (2 minutes) has passed.")
     if message.status != MessageStatus.RECALLED:
+        get_redis().set(_recall_mark(msgkey), 1, ex=RECALL_MARK_S)  # before the binlog shows it
         Message.objects.filter(msgkey=msgkey).update(status=MessageStatus.RECALLED)
         message.status = MessageStatus.RECALLED
-    # Every step below is idempotent, so recalling again finishes what an interrupted call left.
-    for sent in ClientMessage.objects.filter(msgkey=msgkey):
+    _recall_routes(message)
+    return message
+
+
+def _recall_routes(message: Message) -> None:
+    # Every step is idempotent, so recalling again finishes what an interrupted call left.
+    for sent in ClientMessage.objects.filter(msgkey=message.msgkey):
         _recall_copies(message, sent.receiver_uid)
     for fanout in _RECALL_FANOUTS:
         fanout(message)
-    return message
+
+
+def _recall_mark(msgkey: int) -> str:
+    return f"recall:made:{msgkey}"
+
+
+def messages_changed_outside(changed: Sequence[int], recalled: Sequence[int]) -> int:
+    """Messages whose content or status an UPDATE in SQL changed, behind the application's back
+    (the binlog follower; ``recalled``: those whose status became recalled there). Such a recall
+    is finished as the application finishes its own: every route's copies flagged and counted
+    down in unread, their conversations bumped; unless the application made it (marked for
+    RECALL_MARK_S), whose own call runs those steps already. Any other change reaches the
+    conversations of the routes that registered a change fan-out (a campaign's recipients); the
+    1:1 conversations showing it are the caller's to bump. Returns how many recalls it finished."""
+    if not changed:
+        return 0
+    ours: set[int] = set()
+    if recalled:
+        pipe = get_redis().pipeline(transaction=False)
+        for msgkey in recalled:
+            pipe.exists(_recall_mark(msgkey))
+        ours = {m for m, made in zip(recalled, pipe.execute(), strict=True) if made}
+    finished = 0
+    for message in Message.objects.filter(msgkey__in=list(changed)).order_by("msgkey"):
+        if message.msgkey in ours:
+            continue
+        if message.msgkey in recalled and message.status == MessageStatus.RECALLED:
+            _recall_routes(message)
+            finished += 1
+        else:
+            for fanout in _CHANGE_FANOUTS:
+                fanout(message)
+    return finished
 
 
 def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
@@ -420,6 +472,18 @@ def conversations_bump(pairs: Sequence[tuple[int, int]]) -> None:
     and push them to the cache tiers."""
     conversations_bump_many(pairs, keys.now_ms())
     convcache.refresh(pairs)
+
+
+def conversations_showing_bump(owner_uids: Sequence[int], peer_uid: int, msgkey: int) -> int:
+    """Bump the conversations of ``owner_uids`` with ``peer_uid`` whose last message is
+    ``msgkey`` (its content changed: their previews did); returns how many."""
+    showing = Conversation.objects.filter(
+        owner_uid__in=list(owner_uids), peer_uid=peer_uid, last_msgkey=msgkey
+    )
+    pairs = [(int(o), peer_uid) for o in showing.values_list("owner_uid", flat=True)]
+    if pairs:
+        conversations_bump(pairs)
+    return len(pairs)
 
 
 # -- read position --------------------------------------------------------------------------------

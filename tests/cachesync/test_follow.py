@@ -29,7 +29,8 @@ from messaging.services import conversations_refresh
 from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
 from storage.convcache import keys as cache_keys
 from tests.api.factories import Api, send_api
-from tests.conftest import wait_for
+from tests.conftest import Workers, wait_for
+from tests.retention.helpers import campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 FOLLOWS_WITHIN_S = 1.0
@@ -152,6 +153,61 @@ def test_a_message_recalled_or_edited_in_sql_shows_in_the_list_and_history(
     follows(lambda: direct(bff, bob)[alice]["last_message"]["preview"] == "[recalled]")
     history = {m["msgkey"]: m["status"] for m in bff.history(bob, alice)["results"]}
     assert history == {last: "recalled", first: "normal"}
+
+
+def test_a_message_recalled_in_sql_is_taken_back_as_the_application_takes_it(
+    follow: Running, pair: tuple[int, int], sender: Api, bff: Api
+) -> None:
+    """Its unread copy is counted down and flagged, as a recall through the API does; a recall
+    the application made is left to the application (the follower finishes none of it)."""
+    alice, bob = pair
+    sender.sent(alice, bob, "one")
+    oops = sender.sent(alice, bob, "oops")
+    assert bff.unread(bob)["total"] == 2
+
+    sql("UPDATE messaging_message SET status = 1 WHERE msgkey = %s", int(oops))
+    follows(lambda: bff.unread(bob)["total"] == 1)
+    assert direct(bff, bob)[alice]["unread"] == 1
+    assert direct(bff, bob)[alice]["last_message"]["preview"] == "[recalled]"
+    history = {m["msgkey"]: m["status"] for m in bff.history(bob, alice)["results"]}
+    assert history[oops] == "recalled"
+    wait_for(follow.caught_up, timeout=5)
+    assert follow.follower is not None
+    assert follow.follower.progress.recalls == 1
+
+    again = sender.sent(alice, bob, "again")
+    assert sender.recall(again)[0] == 200  # the application's own recall
+    assert bff.unread(bob)["total"] == 1
+    wait_for(follow.caught_up, timeout=5)
+    assert follow.follower.progress.recalls == 1
+    assert bff.unread(bob)["total"] == 1
+
+
+def test_a_campaigns_message_edited_or_recalled_in_sql_reaches_every_recipient(
+    follow: Running, uids: Callable[[int], list[int]], bff: Api, workers: Workers
+) -> None:
+    """Through the campaign's ledger, as a recall through the API: an edit shows in every
+    recipient's conversation list, a recall takes every copy back and out of unread."""
+    shop, *readers = uids(4)
+    sent = campaign(shop, readers, days_ago=0, text="sale at shop.exmaple")
+    workers.start(queues="messaging")
+    for reader in readers:
+        assert direct(bff, reader)[shop]["last_message"]["preview"] == "sale at shop.exmaple"
+        assert bff.unread(reader)["total"] == 1
+
+    def shows(text: str) -> Callable[[], bool]:
+        return lambda: all(direct(bff, r)[shop]["last_message"]["preview"] == text for r in readers)
+
+    body = json.dumps({"type": "text", "text": "sale at shop.example"})
+    sql("UPDATE messaging_message SET body = %s WHERE msgkey = %s", body, sent.msgkey)
+    wait_for(shows("sale at shop.example"), timeout=5, every=0.02)  # a worker's round trip more
+
+    sql("UPDATE messaging_message SET status = 1 WHERE msgkey = %s", sent.msgkey)
+    wait_for(shows("[recalled]"), timeout=5, every=0.02)  # a batch counts down, flags, then bumps
+    for reader in readers:
+        assert bff.unread(reader)["total"] == 0
+        history = bff.history(reader, shop)["results"]
+        assert [m["status"] for m in history] == ["recalled"]
 
 
 def test_a_conversation_deleted_in_sql_leaves_the_list(
