@@ -442,6 +442,18 @@ def group_copies_recall(message: Message) -> None:
     pushes.group_recalled(gid=gid, seq=seq, msgkey=row.msgkey)
 
 
+def group_message_changed(message: Message) -> None:
+    """A group message's content changed in SQL, behind the application's back (registered with
+    messaging's change fan-out in ``GroupsConfig.ready``; the binlog follower calls it): the
+    group's head shows the new preview if it is the group's last message. History reads the
+    content from MySQL and needs nothing."""
+    row = GroupMessage.objects.filter(msgkey=message.msgkey).first()
+    if row is None or row.recalled:
+        return
+    text = preview(message.type, message.body)
+    state.head_edit(row.gid, row.seq, last_message(row.msgkey, row.sender_uid, text))
+
+
 def group_message_hide(*, gid: int, uid: int, seq: int) -> None:
     """Delete one message for this member only (idempotent): gone from their history, and from
     their unread if they had not read it."""

@@ -484,6 +484,12 @@ def head_recall(gid: int, seq: int, summary: dict[str, Any]) -> None:
     lua.call("head_recall", head_keys, [seq, text, keys.RECALLS_KEPT])
 
 
+def head_edit(gid: int, seq: int, summary: dict[str, Any]) -> None:
+    """Message ``seq``'s content changed: the head shows the new summary if it is its last."""
+    text = json.dumps(summary, separators=(",", ":"))
+    lua.call("head_edit", [keys.head(gid)], [seq, text])
+
+
 def head_fill(gid: int, head: Head, shown_seq: int, recalled: Sequence[int]) -> None:
     last = json.dumps(head.last, separators=(",", ":")) if head.last else ""
     args = [head.max_seq, shown_seq, head.at, head.sort_key, last, keys.RECALLS_KEPT, *recalled]

@@ -28,8 +28,9 @@ from infra.redis import get_redis
 from messaging.services import conversations_refresh
 from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
 from storage.convcache import keys as cache_keys
-from tests.api.factories import Api, send_api
+from tests.api.factories import Api, inbox_api, send_api
 from tests.conftest import Workers, wait_for
+from tests.groups.helpers import GroupsApi, users_api
 from tests.retention.helpers import campaign
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -208,6 +209,34 @@ def test_a_campaigns_message_edited_or_recalled_in_sql_reaches_every_recipient(
         assert bff.unread(reader)["total"] == 0
         history = bff.history(reader, shop)["results"]
         assert [m["status"] for m in history] == ["recalled"]
+
+
+def test_a_group_message_edited_or_recalled_in_sql_shows_in_every_members_list(
+    follow: Running, uids: Callable[[int], list[int]]
+) -> None:
+    """The group's head follows an edit of its last message; a recall set in SQL is the group's
+    recall: out of every member's unread, "[recalled]" in their lists."""
+    groups = users_api()
+    owner, sender, reader = uids(3)
+    gid = groups.created(owner, [sender, reader])
+    groups.sent(gid, sender, "see you at 9")
+    last = groups.sent(gid, sender, "see you at 10")
+    assert groups.group_of(reader, gid)["unread"] == 2
+
+    body = json.dumps({"type": "text", "text": "see you at 11"})
+    sql("UPDATE messaging_message SET body = %s WHERE msgkey = %s", body, int(last["msgkey"]))
+    follows(lambda: all(preview_of(groups, m, gid) == "see you at 11" for m in (owner, reader)))
+
+    sql("UPDATE messaging_message SET status = 1 WHERE msgkey = %s", int(last["msgkey"]))
+    follows(lambda: groups.group_of(reader, gid)["unread"] == 1)
+    assert preview_of(groups, reader, gid) == "[recalled]"
+    assert inbox_api().unread(reader)["total"] == 1
+    newest = groups.history(reader, gid)[1]["results"][0]
+    assert (newest["status"], newest["content"]) == ("recalled", None)
+
+
+def preview_of(groups: GroupsApi, uid: int, gid: str) -> Any:
+    return groups.group_of(uid, gid)["last_message"]["preview"]
 
 
 def test_a_conversation_deleted_in_sql_leaves_the_list(
