@@ -87,7 +87,9 @@ FAULTS = {  # name: (scripts/services action down, action up, service)
     # once thawed it finds itself dead and exits (scripts/services restarts it: hbase-heal). Not
     # in the default list: on the local filesystem scripts/services runs HBase on, nothing fences
     # the frozen server (HDFS's lease recovery does), and the writes it acknowledges on waking,
-    # after its WAL was split, are lost (docs/operations.md, "When a store fails")
+    # after its WAL was split, are lost (docs/operations.md, "When a store goes down"), and
+    # hbase:meta may be left placing regions on the dead instance (BENCHMARKS.md): a drill HBase
+    # to wipe afterwards (scripts/services stop hbase; rm -r var/services/hbase/data)
     "regionserver-freeze": ("freeze", "thaw", "hbase-regionserver:2"),
     "redis-master": ("freeze", "thaw", "redis-cluster-node"),  # --redis-cluster: :PORT at run time
 }

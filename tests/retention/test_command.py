@@ -50,7 +50,11 @@ def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     ("args", "env", "says"),
     [
         (["--kind", "inboxes"], {}, "--kind: invalid value 'inboxes'"),
-        (["--dry-run"], {"RETENTION_HISTORY_DAYS": "-3"}, "RETENTION_HISTORY_DAYS must be 0"),
+        (
+            ["--dry-run"],
+            {"RETENTION_HISTORY_DAYS": "-3"},
+            "RETENTION_HISTORY_DAYS must be a whole number of 0",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_a_failed_exit(
