@@ -99,11 +99,18 @@ def campaign_changed(message: Message) -> int:
 
 def batch_refresh(batch_id: int) -> int:
     """Bump the batch's recipients' conversations showing the campaign's message; how many."""
+    found = _batch_and_msgkey(batch_id)
+    if found is None:
+        return 0
+    batch, msgkey = found
+    return conversations_showing_bump(batch.uids, batch.campaign.sender_uid, msgkey)
+
+
+def _batch_and_msgkey(batch_id: int) -> tuple[CampaignBatch, int] | None:
+    """The batch, with its campaign, and the campaign's msgkey; None if either is gone."""
     batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
     msgkey = batch.campaign.msgkey if batch is not None else None
-    if batch is None or msgkey is None:
-        return 0
-    return conversations_showing_bump(batch.uids, batch.campaign.sender_uid, msgkey)
+    return None if batch is None or msgkey is None else (batch, msgkey)
 
 
 def enqueue(batch_ids: Sequence[int], countdown: float = 0.0, task: TaskRef = TASK) -> None:
@@ -116,10 +123,10 @@ def enqueue(batch_ids: Sequence[int], countdown: float = 0.0, task: TaskRef = TA
 
 
 def batch_recall(batch_id: int) -> BatchRecall:
-    batch = CampaignBatch.objects.select_related("campaign").filter(pk=batch_id).first()
-    msgkey = batch.campaign.msgkey if batch is not None else None
-    if batch is None or msgkey is None:
+    found = _batch_and_msgkey(batch_id)
+    if found is None:
         return BatchRecall("gone")
+    batch, msgkey = found
     if batch.state not in (BatchState.DONE, BatchState.FAILED) and not _close(batch):
         return BatchRecall("busy")
     campaign = batch.campaign

@@ -385,23 +385,28 @@ def messages_changed_outside(changed: Sequence[int], recalled: Sequence[int]) ->
     1:1 conversations showing it are the caller's to bump. Returns how many recalls it finished."""
     if not changed:
         return 0
-    ours: set[int] = set()
-    if recalled:
-        pipe = get_redis().pipeline(transaction=False)
-        for msgkey in recalled:
-            pipe.exists(_recall_mark(msgkey))
-        ours = {m for m, made in zip(recalled, pipe.execute(), strict=True) if made}
+    ours, recalled_here = _recalls_made_here(recalled), set(recalled)
     finished = 0
     for message in Message.objects.filter(msgkey__in=list(changed)).order_by("msgkey"):
         if message.msgkey in ours:
             continue
-        if message.msgkey in recalled and message.status == MessageStatus.RECALLED:
+        if message.msgkey in recalled_here and message.status == MessageStatus.RECALLED:
             _recall_routes(message)
             finished += 1
         else:
             for fanout in _CHANGE_FANOUTS:
                 fanout(message)
     return finished
+
+
+def _recalls_made_here(msgkeys: Sequence[int]) -> set[int]:
+    """Those of ``msgkeys`` whose recall the application made (``message_recall``'s mark)."""
+    if not msgkeys:
+        return set()
+    pipe = get_redis().pipeline(transaction=False)
+    for msgkey in msgkeys:
+        pipe.exists(_recall_mark(msgkey))
+    return {m for m, made in zip(msgkeys, pipe.execute(), strict=True) if made}
 
 
 def message_recall_for_client(*, principal: ApiPrincipal, msgkey: int) -> Message:
