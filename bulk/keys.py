@@ -13,6 +13,10 @@ bucket:{ch:<channel>}:c:<campaign>     the campaign's own bucket: rate / active 
 profile:{c:<campaign>}                 hash stage -> microseconds summed over the campaign's
                                        batches, plus _batches and _recipients (BULK_PROFILE).
 recalled:{c:<campaign>}                set of the indexes of the batches recalled (bulk/recall.py).
+refreshing:{c:<campaign>}              set of the ids of the batches whose refresh is not done yet
+                                       (a message changed in SQL, bulk/recall.py).
+refresh:pending                        sorted set: campaigns with refreshes under way -> when
+                                       they were last enqueued (the sweep re-sends late ones).
 adminlaunch:<form key>                 held while the admin's creation form launches a campaign
                                        under that key (bulk/admin_views.py): a double submit
                                        creates one campaign.
@@ -55,6 +59,14 @@ def batch_profile(campaign_id: int) -> str:
 
 def recalled_batches(campaign_id: int) -> str:
     return f"recalled:{{c:{campaign_id}}}"
+
+
+def refreshing_batches(campaign_id: int) -> str:
+    return f"refreshing:{{c:{campaign_id}}}"
+
+
+def refreshes_pending() -> str:
+    return "refresh:pending"
 
 
 def recall_resend_due() -> str:

@@ -28,7 +28,10 @@ A campaign's message changed in SQL, behind the application's back (a DBA fixing
 binlog follower, ``messaging.services.messages_changed_outside``): ``campaign_changed`` enqueues
 one ``bulk.refresh_batch`` per batch, which bumps the batch's recipients' conversations that still
 show that message, so every cache tier shows the new preview (a bump is idempotent: a task run
-twice changes nothing more). A recall set in SQL takes the recall's path above.
+twice changes nothing more). A recall set in SQL takes the recall's path above. Never abandoned
+either: the batches still to refresh are kept in ``refreshing:{c:<campaign>}`` (each task takes
+its own out when done) and the sweep enqueues again those still there REFRESH_GRACE_S after their
+campaign's last enqueue (``refreshes_resend``).
 
 Exactly once: the decrement runs before the flags and under its marker, so a task that died
 between the two finds the copies still unflagged when it runs again, and the marker stops a
@@ -39,9 +42,11 @@ Batches are disjoint (``ledger._split_off``), so two batch tasks never count one
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 from celery import current_app
 from django.db import transaction
@@ -63,6 +68,9 @@ RETRY_IN_S = 5
 RESEND_EVERY_S = 30
 RESEND_LOOKBACK = timedelta(days=7)  # well inside RECALLED_TTL_S: the progress set outlives it
 RECALLED_TTL_S = 30 * 86400  # the recall progress outlives any recall by far
+# Past a refresh task's own retries (30, at most a minute apart: ~25 min), so the sweep re-sends
+# only refreshes given up or lost, not those still queued or retrying.
+REFRESH_GRACE_S = 30 * 60
 TASK = TaskRef()
 REFRESH_TASK = TaskRef()
 
@@ -93,8 +101,19 @@ def campaign_changed(message: Message) -> int:
     if campaign is None:
         return 0
     ids = list(CampaignBatch.objects.filter(campaign=campaign).values_list("pk", flat=True))
-    transaction.on_commit(lambda: enqueue(ids, task=REFRESH_TASK))
+    transaction.on_commit(lambda: _refresh_start(campaign.pk, ids))
     return len(ids)
+
+
+def _refresh_start(campaign_id: int, batch_ids: Sequence[int]) -> None:
+    """Record the batches to refresh (module docstring), then enqueue one task per batch."""
+    if batch_ids:
+        pipe = get_redis().pipeline(transaction=False)
+        pipe.sadd(keys.refreshing_batches(campaign_id), *batch_ids)
+        pipe.expire(keys.refreshing_batches(campaign_id), int(RESEND_LOOKBACK.total_seconds()))
+        pipe.zadd(keys.refreshes_pending(), {str(campaign_id): time.time()})
+        pipe.execute()
+    enqueue(batch_ids, task=REFRESH_TASK)
 
 
 def batch_refresh(batch_id: int) -> int:
@@ -103,7 +122,30 @@ def batch_refresh(batch_id: int) -> int:
     if found is None:
         return 0
     batch, msgkey = found
-    return conversations_showing_bump(batch.uids, batch.campaign.sender_uid, msgkey)
+    bumped = conversations_showing_bump(batch.uids, batch.campaign.sender_uid, msgkey)
+    get_redis().srem(keys.refreshing_batches(batch.campaign_id), batch_id)
+    return bumped
+
+
+def refreshes_resend() -> int:
+    """Enqueue again the batches still to refresh of every campaign last enqueued more than
+    REFRESH_GRACE_S ago (a task that gave up, a broker message lost); returns how many.
+
+    The campaign leaves ``refresh:pending`` before its set is read and comes back if the set is
+    not empty, so a refresh started meanwhile is never dropped from it (at worst sent twice)."""
+    r, now = get_redis(), time.time()
+    resent = 0
+    due = cast(
+        "list[bytes]", r.zrangebyscore(keys.refreshes_pending(), "-inf", now - REFRESH_GRACE_S)
+    )
+    for campaign_id in [int(m) for m in due]:
+        r.zrem(keys.refreshes_pending(), str(campaign_id))
+        ids = sorted(int(i) for i in r.smembers(keys.refreshing_batches(campaign_id)))
+        if ids:
+            r.zadd(keys.refreshes_pending(), {str(campaign_id): now})
+            enqueue(ids, task=REFRESH_TASK)
+            resent += len(ids)
+    return resent
 
 
 def _batch_and_msgkey(batch_id: int) -> tuple[CampaignBatch, int] | None:

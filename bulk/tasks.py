@@ -91,9 +91,13 @@ RUN_BATCH: dict[str, Task] = {Channel.DAILY: run_batch_daily, Channel.PRIORITY: 
 @shared_task(name="bulk.sweep", acks_late=True)
 def sweep() -> dict[str, Any]:
     """Beat: re-enqueue batches whose lease expired, start scheduled, resume budget-paused;
-    re-send recalls' unfinished batches (``recall.resend_unfinished``: a recall is never
-    abandoned)."""
-    return {**fanout.sweep().__dict__, "recalls_resent": recall.resend_unfinished()}
+    re-send recalls' and refreshes' unfinished batches (``recall.resend_unfinished``,
+    ``recall.refreshes_resend``: neither is ever abandoned)."""
+    return {
+        **fanout.sweep().__dict__,
+        "recalls_resent": recall.resend_unfinished(),
+        "refreshes_resent": recall.refreshes_resend(),
+    }
 
 
 @shared_task(name="bulk.refresh_batch", bind=True, acks_late=True, max_retries=30)

@@ -179,3 +179,50 @@ def test_an_abandoned_recall_is_finished_by_the_sweep(
         assert copy.flags & FLAG_RECALLED
     get_redis().delete(recall_resend_due())  # the next sweep is due
     assert tasks.sweep()["recalls_resent"] == 0
+
+
+@pytest.mark.worker
+def test_a_refresh_given_up_is_finished_by_the_sweep(
+    uids: Uids, workers: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A campaign's message edited in SQL, and the batches' refresh tasks lost (the broker
+    purged, as after their retries ran out): the recipients' lists keep the old text until the
+    sweep enqueues again the batches not refreshed yet and a worker runs them; a sweep with
+    nothing left enqueues nothing, and one within the grace period leaves them to their tasks."""
+    from bulk import tasks
+    from config.celery import app
+    from messaging.services import messages_changed_outside
+    from tests.conftest import wait_for
+
+    ChannelSetting.objects.create(channel="daily", rate_per_s=3500, batch_size=10)
+    scenario = business_with_followers(uids(31), limit=0)
+    campaign = launch(scenario, text="sale at shop.exmaple")
+    run_synchronously(campaign.pk)
+    batches = list(CampaignBatch.objects.filter(campaign=campaign).order_by("index"))
+
+    def previews() -> set[str]:
+        return {preview(uid, scenario.sender) for uid in scenario.expected}
+
+    assert previews() == {"sale at shop.exmaple"}
+    msgkey = campaign.msgkey or 0
+    Message.objects.filter(msgkey=msgkey).update(
+        body={"type": "text", "text": "sale at shop.example"}
+    )
+    assert messages_changed_outside([msgkey], []) == 0  # the binlog follower's call
+    app.control.purge()  # every refresh task lost
+    assert recall.batch_refresh(batches[0].pk) == 10  # one went through before
+    assert len(previews()) == 2  # that batch's recipients see the edit, the others do not
+
+    assert tasks.sweep()["refreshes_resent"] == 0  # within the grace period: left to the tasks
+    monkeypatch.setattr(recall, "REFRESH_GRACE_S", 0)
+    assert tasks.sweep()["refreshes_resent"] == len(batches) - 1
+    workers.env["INBOX_BACKEND"] = backend
+    workers.start(queues="messaging", concurrency=1)
+    wait_for(lambda: previews() == {"sale at shop.example"}, timeout=60)
+    wait_for(lambda: tasks.sweep()["refreshes_resent"] == 0, timeout=10)  # each task took its own
+
+
+def preview(owner: int, peer: int) -> Any:
+    """The preview the owner's conversation list shows for ``peer`` (through its caches)."""
+    page = selectors.conversation_list(owner, limit=50)
+    return next((c.last_message or {}).get("preview") for c in page.results if c.peer_uid == peer)
