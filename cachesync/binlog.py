@@ -4,8 +4,11 @@
 ``server_id`` = CACHESYNC_SERVER_ID, unique among the primary's replicas) from the saved GTID
 position (position.py; the primary's current one when none is saved, or with ``from_now``),
 and reads only the followed tables of the application's database (changes.py): the primary
-still sends every event, but the rows of other tables are never decoded, nor message inserts
-(``changes.ignored``), and the conversation rows are read from the event's bytes (rows.py).
+still sends every event, but the rows of other tables are never decoded, nor message inserts,
+nor the inbox rows the application wrote (``changes.ignored``), and the conversation rows are
+read from the event's bytes (rows.py). Each statement's text comes before its rows (an
+annotate-rows event): one without the application's mark (infra/statements.py) is a DBA's, a
+backfill's, anyone else's, and its rows are ``outside`` (changes.py).
 Each transaction's row events are gathered into a ``ChangeSet``; at its commit (the XID event)
 the set joins the batch, which is applied (services.py) as soon as the primary has sent nothing
 more yet, or once it holds BATCH_MAX_CHANGES changes: a follower that keeps up applies each
@@ -47,6 +50,7 @@ from django.db import close_old_connections, connection, connections
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     HeartbeatLogEvent,
+    MariadbAnnotateRowsEvent,
     MariadbGtidEvent,
     QueryEvent,
     XidEvent,
@@ -56,6 +60,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from cachesync import position, rows, services
 from cachesync.changes import TABLES, ChangeSet, ignored
 from cachesync.lag import LagPublisher
+from infra.statements import is_marked
 from infra.store_errors import DB_UNAVAILABLE_CODES, store_unavailable
 from messaging.services import CachePushFailed
 
@@ -70,7 +75,14 @@ LOG_EVERY_S = 10.0
 BATCH_MAX_CHANGES = 8000  # committed transactions applied at once while the follower is behind
 FL_STANDALONE = 1  # a GTID event's flag: a statement with no XID after it (DDL)
 ROW_KINDS = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
-EVENTS = [MariadbGtidEvent, XidEvent, QueryEvent, HeartbeatLogEvent, *ROW_KINDS]
+EVENTS = [
+    MariadbGtidEvent,
+    MariadbAnnotateRowsEvent,
+    XidEvent,
+    QueryEvent,
+    HeartbeatLogEvent,
+    *ROW_KINDS,
+]
 
 
 class Stopped(Exception):
@@ -93,6 +105,7 @@ class Progress:
     changes: int = 0
     skipped: int = 0  # refreshes every tier held already (held.py)
     recalls: int = 0  # recalls set in SQL, finished as the application's own
+    backfilled: int = 0  # conversations recounted for rows others wrote (changes.py)
     retries: int = 0
     logged_at: float = 0.0
 
@@ -117,6 +130,7 @@ class Follower:
         self._pending: ChangeSet | None = None
         self._pending_gtid = ""
         self._pending_ts = 0.0
+        self._outside = False  # the statement whose rows come next is not the application's
         self._batch: ChangeSet | None = None  # committed, not applied yet (``_commit``)
         self._batch_gtids: list[str] = []
         self._batch_at = 0.0  # the oldest commit in the batch
@@ -183,6 +197,7 @@ class Follower:
             blocking=True,
             slave_heartbeat=HEARTBEAT_S,
             only_events=EVENTS,
+            annotate_rows_event=True,  # each statement's text before its rows: whose it is
             only_schemas=[db["NAME"]],
             only_tables=list(TABLES),
             use_column_name_cache=True,  # without binlog_row_metadata=FULL: one lookup a table
@@ -198,15 +213,17 @@ class Follower:
             self._commit()
         elif isinstance(event, HeartbeatLogEvent):
             self._idle()
+        elif isinstance(event, MariadbAnnotateRowsEvent):
+            self._outside = not is_marked(event.sql_statement)
         elif type(event) in ROW_KINDS and self._pending is not None:
             kind = ROW_KINDS[type(event)]
-            if not ignored(event.table, kind):
-                self._pending.add(event.table, kind, rows.decode(event))
+            if not ignored(event.table, kind, self._outside):
+                self._pending.add(event.table, kind, rows.decode(event), outside=self._outside)
             self._pending_ts = max(self._pending_ts, float(event.timestamp))
 
     def _begin(self, event: MariadbGtidEvent) -> None:
         self._pending, self._pending_gtid = ChangeSet(), event.gtid
-        self._pending_ts = float(event.timestamp)
+        self._pending_ts, self._outside = float(event.timestamp), False
         if event.flags & FL_STANDALONE:  # DDL: no rows, no XID; nothing to apply
             self._commit()
 
@@ -267,6 +284,7 @@ class Follower:
         applied = self._retrying(lambda: services.changes_apply(changes))
         self.progress.skipped += applied.skipped
         self.progress.recalls += applied.recalls
+        self.progress.backfilled += len(changes.backfilled)
         self.progress.applied += 1
         self.progress.changes += changes.size()
 
@@ -311,13 +329,14 @@ class Follower:
         p.logged_at = now
         log.info(
             "cachesync: at %s; %d transactions, %d applied (%d changes, %d held already, "
-            "%d recalls made in SQL), lag %.3f s, %d retries",
+            "%d recalls made in SQL, %d conversations backfilled), lag %.3f s, %d retries",
             self.applied.text(),
             p.transactions,
             p.applied,
             p.changes,
             p.skipped,
             p.recalls,
+            p.backfilled,
             self.lag.lag,
             p.retries,
         )

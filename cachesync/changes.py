@@ -19,6 +19,13 @@ What each committed row change asks of the caches (services.py applies it):
                                                          in SQL, a conversation gone: what the
                                                          application sets after its own such
                                                          writes)
+    by a statement not the application's (``outside``,
+    infra/statements.py): insert with messages past    → ``recount`` too, and ``backfilled``
+      its read position, or update of ``last_msgkey``     (the application's own deliveries
+      (a backfill)                                        count themselves: never recounted)
+- ``messaging_inbox``: the rows a statement not the application's inserted, changed or deleted
+  (a backfill, a DBA removing a message) → ``recount`` and ``backfilled`` of that conversation.
+  The application's own inbox rows are not even decoded (``ignored``).
 - ``messaging_message``: an update of content, type, sender or status (a recall set in SQL), or a
   delete → ``messages``: the conversations showing it as their last message get bumped (their
   summary's preview changed, their mtime did not). An update is also ``edited``, and one that set
@@ -39,12 +46,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from messaging.models import Block, Conversation, Message, MessageStatus
+from messaging.models import Block, Conversation, InboxRow, Message, MessageStatus
 
 CONVERSATIONS = Conversation._meta.db_table
 MESSAGES = Message._meta.db_table
 BLOCKS = Block._meta.db_table
-TABLES = (CONVERSATIONS, MESSAGES, BLOCKS)
+INBOX = InboxRow._meta.db_table
+TABLES = (CONVERSATIONS, MESSAGES, BLOCKS, INBOX)
 MESSAGE_FIELDS = ("body", "type", "status", "sender_uid")
 UNREAD_FIELDS = ("owner_uid", "peer_uid", "read_upto", "category")
 
@@ -52,9 +60,11 @@ Pair = tuple[int, int]
 Row = Mapping[str, Any]
 
 
-def ignored(table: str, kind: str) -> bool:
-    """Row events that change no cache, whatever their rows: not worth decoding."""
-    return table == MESSAGES and kind == "insert"
+def ignored(table: str, kind: str, outside: bool = False) -> bool:
+    """Row events that change no cache, whatever their rows: not worth decoding. The
+    application's inbox rows are counted by the application already (``outside``: a statement
+    without its mark)."""
+    return (table == MESSAGES and kind == "insert") or (table == INBOX and not outside)
 
 
 @dataclass
@@ -67,6 +77,7 @@ class ChangeSet:
     recalled: set[int] = field(default_factory=set)  # the updates that set the status recalled
     blocks: int = 0
     recount: set[Pair] = field(default_factory=set)  # conversations whose unread may have moved
+    backfilled: set[Pair] = field(default_factory=set)  # of those, by statements not the app's
     newest_mtime_ms: int = 0  # the newest conversation mtime seen (lag.py)
 
     def __bool__(self) -> bool:
@@ -97,19 +108,29 @@ class ChangeSet:
         self.recalled |= later.recalled
         self.blocks += later.blocks
         self.recount |= later.recount
+        self.backfilled |= later.backfilled
         self.newest_mtime_ms = max(self.newest_mtime_ms, later.newest_mtime_ms)
 
-    def add(self, table: str, kind: str, rows: Iterable[Mapping[str, Row]]) -> None:
-        """One rows event: ``kind`` is insert | update | delete."""
+    def add(
+        self, table: str, kind: str, rows: Iterable[Mapping[str, Row]], outside: bool = False
+    ) -> None:
+        """One rows event: ``kind`` is insert | update | delete; ``outside``: its statement is
+        not the application's."""
         for row in rows:
             if table == CONVERSATIONS:
-                self._conversation(kind, row)
+                self._conversation(kind, row, outside)
             elif table == MESSAGES:
                 self._message(kind, row)
             elif table == BLOCKS:
                 self.blocks += 1
+            elif table == INBOX and outside:
+                self._backfill(_pair(row.get("values") or row["after_values"]))
+                if "before_values" in row:
+                    self._backfill(_pair(row["before_values"]))
 
-    def _conversation(self, kind: str, row: Mapping[str, Row]) -> None:
+    def _conversation(self, kind: str, row: Mapping[str, Row], outside: bool) -> None:
+        if outside and kind != "delete":
+            self._backfilled(row)
         if kind == "insert":
             self._refreshed(row["values"])
         elif kind == "delete":
@@ -129,6 +150,22 @@ class ChangeSet:
             self._refreshed(after)
         elif dict(before) != dict(after):
             self.bump.add(_pair(after))
+
+    def _backfilled(self, row: Mapping[str, Row]) -> None:
+        """A conversation inserted with messages unread, or its last message moved, by someone
+        else than the application: recounted (the application's own count themselves)."""
+        after = row.get("values") or row["after_values"]
+        before = row.get("before_values")
+        if before is None:
+            moved = int(after["last_msgkey"]) > int(after["read_upto"])
+        else:
+            moved = int(before["last_msgkey"]) != int(after["last_msgkey"])
+        if moved:
+            self._backfill(_pair(after))
+
+    def _backfill(self, pair: Pair) -> None:
+        self.recount.add(pair)
+        self.backfilled.add(pair)
 
     def _refreshed(self, row: Row) -> None:
         pair, mtime = _pair(row), int(row["mtime"])

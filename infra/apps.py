@@ -8,7 +8,7 @@ class InfraConfig(AppConfig):
     name = "infra"
 
     def ready(self) -> None:
-        from infra import breakers, checks  # noqa: F401  (registers the checks)
+        from infra import breakers, checks, statements  # noqa: F401  (registers the checks)
         from infra.metrics import register_gauges
         from infra.outages import report_refused_write
         from infra.redis import on_refused_write
@@ -17,6 +17,7 @@ class InfraConfig(AppConfig):
 
         # a circuit breaker per database connection, its state in /metrics (infra/breakers.py)
         breakers.guard_new_connections()
+        statements.mark_every_connection()  # the binlog tells the application's rows apart
         register_gauges(breakers.read_gauges)
         self._connect_observability()
 

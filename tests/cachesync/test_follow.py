@@ -12,9 +12,10 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import MySQLdb
 import pytest
 from django.db import connection
 from django.test import Client
@@ -28,6 +29,7 @@ from infra.redis import get_redis
 from messaging.services import conversations_refresh
 from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_tier
 from storage.convcache import keys as cache_keys
+from storage.msgkey import next_msgkeys
 from tests.api.factories import Api, inbox_api, send_api
 from tests.conftest import Workers, wait_for
 from tests.groups.helpers import GroupsApi, users_api
@@ -87,10 +89,32 @@ def follow() -> Iterator[Running]:
 
 
 def sql(statement: str, *params: Any) -> int:
-    """One statement through a raw cursor, committed at once (autocommit)."""
-    with connection.cursor() as cur:
-        cur.execute(statement, params)
-        return int(cur.rowcount)
+    """One statement from a client of its own, as a DBA types it (not the application's
+    connection: its statements are marked, infra/statements.py), committed at once."""
+    return dba((statement, params))[0]
+
+
+def dba(*statements: tuple[str, Sequence[Any]]) -> list[int]:
+    """``statements`` in one transaction from a client of its own; the rows each changed."""
+    db = connection.settings_dict
+    conn = MySQLdb.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=int(db["PORT"] or 3306),
+        user=db["USER"],
+        passwd=db["PASSWORD"],
+        db=db["NAME"],
+        charset="utf8mb4",
+    )
+    try:
+        changed = []
+        with conn.cursor() as cur:
+            for statement, params in statements:
+                cur.execute(statement, tuple(params) or None)
+                changed.append(int(cur.rowcount))
+        conn.commit()
+        return changed
+    finally:
+        conn.close()
 
 
 def direct(bff: Api, owner: int) -> dict[int, dict[str, Any]]:
@@ -276,6 +300,79 @@ def test_a_read_position_moved_or_a_conversation_deleted_in_sql_moves_the_unread
     follows(lambda: bff.unread(bob)["total"] == 0)
     sender.sent(alice, bob, "four")  # a new message after both: counted once
     assert bff.unread(bob)["total"] == 1
+
+
+def test_messages_backfilled_or_removed_in_sql_are_counted_and_the_applications_are_not(
+    follow: Running, uids: Callable[[int], list[int]], bff: Api
+) -> None:
+    """A DBA backfills messages with plain SQL (the message, the receiver's inbox row, and the
+    conversation row: a new one, or its last message moved on): the receiver's unread counts
+    them and the list shows them; an inbox row deleted there stops counting. The application's
+    own deliveries count themselves and are never recounted (their statements carry its mark)."""
+    alice, bob, carol = uids(3)
+    sender = send_api("app", [alice])
+    sender.sent(alice, bob, "hello")
+    assert bff.unread(bob)["total"] == 1
+
+    first, second = next_msgkeys(2)
+    dba(*backfill(first, carol, bob, "from the old system"), conversation_new(bob, carol, first))
+    follows(lambda: bff.unread(bob)["total"] == 2)
+    assert direct(bff, bob)[carol]["unread"] == 1
+    assert direct(bff, bob)[carol]["last_message"]["preview"] == "from the old system"
+
+    moved_on = (
+        "UPDATE messaging_conversation SET last_msgkey = %s, sort_key = %s, mtime = mtime + 1"
+        " WHERE owner_uid = %s AND peer_uid = %s",
+        (second, second, bob, alice),
+    )
+    dba(*backfill(second, alice, bob, "missed one"), moved_on)
+    follows(lambda: bff.unread(bob)["total"] == 3)
+    assert direct(bff, bob)[alice]["unread"] == 2
+
+    removed = sql(
+        "DELETE FROM messaging_inbox WHERE owner_uid = %s AND peer_uid = %s AND msgkey = %s",
+        bob,
+        carol,
+        first,
+    )
+    assert removed == 1
+    follows(lambda: bff.unread(bob)["total"] == 2)
+    assert direct(bff, bob)[carol]["unread"] == 0
+    wait_for(follow.caught_up, timeout=5)
+    assert follow.follower is not None
+    assert follow.follower.progress.backfilled == 3  # bob's two conversations, then carol's again
+
+    sender.sent(alice, bob, "after it all")  # the application's: counted once, not recounted
+    assert bff.unread(bob)["total"] == 3
+    wait_for(follow.caught_up, timeout=5)
+    assert follow.follower.progress.backfilled == 3
+    assert bff.unread(bob)["total"] == 3
+
+
+def backfill(msgkey: int, sender: int, receiver: int, text: str) -> list[tuple[str, list[Any]]]:
+    """A DBA's statements for one old message: its content and the receiver's inbox row."""
+    body = json.dumps({"type": "text", "text": text})
+    return [
+        (
+            "INSERT INTO messaging_message (msgkey, sender_uid, type, body, status, created_at)"
+            " VALUES (%s, %s, 'text', %s, 0, NOW(6))",
+            [msgkey, sender, body],
+        ),
+        (
+            "INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, flags)"
+            " VALUES (%s, %s, %s, 0, 0)",
+            [receiver, sender, msgkey],
+        ),
+    ]
+
+
+def conversation_new(owner: int, peer: int, msgkey: int) -> tuple[str, list[Any]]:
+    return (
+        "INSERT INTO messaging_conversation (owner_uid, peer_uid, category, last_msgkey,"
+        " sort_key, read_upto, pinned, muted, mtime) VALUES (%s, %s, 'stranger', %s, %s, 0, 0, 0,"
+        " %s)",
+        [owner, peer, msgkey, msgkey, int(time.time() * 1000)],
+    )
 
 
 def test_a_restart_resumes_from_the_saved_gtid_and_applies_each_change_once(
