@@ -130,7 +130,7 @@ class ChangeSet:
 
     def _conversation(self, kind: str, row: Mapping[str, Row], outside: bool) -> None:
         if outside and kind != "delete":
-            self._backfilled(row)
+            self._moved_on(row)
         if kind == "insert":
             self._refreshed(row["values"])
         elif kind == "delete":
@@ -151,7 +151,7 @@ class ChangeSet:
         elif dict(before) != dict(after):
             self.bump.add(_pair(after))
 
-    def _backfilled(self, row: Mapping[str, Row]) -> None:
+    def _moved_on(self, row: Mapping[str, Row]) -> None:
         """A conversation inserted with messages unread, or its last message moved, by someone
         else than the application: recounted (the application's own count themselves)."""
         after = row.get("values") or row["after_values"]

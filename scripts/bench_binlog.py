@@ -16,12 +16,14 @@ its share of one core during the campaign, and per recipient), and checks that a
 cached lists show the campaign's message. ``--profile`` runs the follower under cProfile (it
 inflates the follower's CPU: compare profiled runs with profiled runs).
 
-Then a DBA's two mass edits behind the application's back, each one statement (one transaction):
-half of the recipients' conversations with the sender marked read (``SET read_upto =
-last_msgkey``), the other half deleted while still unread. Each is timed from its commit until the
-follower's saved position passes it (every conversation recounted, the deleted ones' tombstones
-pushed), and a sample of each half is checked through the application's reads: unread 0 for the
-sender, the read conversations still listed, the deleted ones gone.
+Then a DBA's mass edits behind the application's back, each one transaction from a MariaDB
+client of its own: half of the recipients' conversations with the sender marked read (``SET
+read_upto = last_msgkey``), the other half deleted while still unread, then (SQL inbox) a backfill
+of one old message into the first half (the message, an inbox row per owner, the conversations'
+last message moved on to it). Each is timed from its commit until the follower's saved position
+passes it (every conversation recounted, the deleted ones' tombstones pushed), and a sample of its
+half is checked through the application's reads: unread 0 for the sender after the first two (the
+read conversations still listed, the deleted ones gone), 1 after the backfill.
 
 Runs against the services of ``scripts/services up`` in its own database
 (missive_binlog_bench), Redis databases 12/13 and HBase table prefix ``bench``; the follower
@@ -197,36 +199,79 @@ def shown(owners: list[int], sender: int, sample: int = 200) -> int:
     return sum(any(i.peer_uid == sender for i in page) for page in pages)
 
 
-def dba_edits(sender: int, recipients: range) -> dict[str, Any]:
-    """The two mass edits (module docstring): rows, seconds until followed, sample checks."""
-    from unread.selectors import unread_summary
+def dba_edits(sender: int, recipients: range, backend: str) -> dict[str, Any]:
+    """The DBA's mass edits (module docstring), each one transaction from a client of its own
+    (the application's connection marks its statements): rows, seconds until followed, checks
+    on a sample through the application's reads."""
+    from storage.msgkey import next_msgkey
 
+    conversations = f"messaging_conversation WHERE peer_uid = {sender:d} AND owner_uid % 2 = "
+    edits: list[tuple[str, int, list[str]]] = [
+        ("marked_read", 0, [f"UPDATE {conversations}0 SET read_upto = last_msgkey"]),
+        ("deleted", 1, [f"DELETE FROM {conversations}1"]),
+    ]
+    if backend == "sql":  # the HBase inbox's cells are not SQL rows
+        msgkey = next_msgkey()
+        edits.append(("backfilled", 0, backfill_statements(sender, msgkey, conversations + "0")))
     out: dict[str, Any] = {}
-    edits = (
-        ("marked_read", "UPDATE messaging_conversation SET read_upto = last_msgkey"),
-        ("deleted", "DELETE FROM messaging_conversation"),
-    )
-    for (name, statement), parity in zip(edits, (0, 1), strict=True):
-        with connection.cursor() as cur:
-            cur.execute(
-                f"{statement} WHERE peer_uid = %s AND owner_uid %% 2 = %s", [sender, parity]
-            )
-            rows = cur.rowcount
+    for name, parity, statements in edits:
+        rows = dba(statements)
         followed = drain(position.primary_now())
         sample = [u for u in recipients if u % 2 == parity][:: max(1, len(recipients) // 400)]
-        unread = sum(unread_summary(u).by_peer.get(sender, 0) for u in sample)
-        listed = sum(
-            any(i.peer_uid == sender for i in selectors.conversation_list(u, limit=5).results)
-            for u in sample
-        )
-        print(f"  {name}: {rows:,} rows in one statement, followed in {followed:.2f} s")
         out[name] = {
             "rows": rows,
             "followed_s": round(followed, 2),
             "rows_per_s": round(rows / followed),
+            "sample": sampled(sample, sender),
         }
-        out[name]["sample"] = f"{len(sample)} owners: unread {unread}, listed {listed}"
+        print(
+            f"  {name}: {rows:,} rows in one transaction, followed in {followed:.2f} s; "
+            f"{out[name]['sample']}"
+        )
     return out
+
+
+def backfill_statements(sender: int, msgkey: int, where: str) -> list[str]:
+    """One old message into each conversation of ``where`` (its inbox rows, the conversations'
+    last message moved on to it), as a migration from another system writes history."""
+    body = json.dumps({"type": "text", "text": "from the old system"})
+    return [
+        "INSERT INTO messaging_message (msgkey, sender_uid, type, body, status, created_at)"
+        f" VALUES ({msgkey:d}, {sender:d}, 'text', '{body}', 0, NOW(6))",
+        "INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, flags)"
+        f" SELECT owner_uid, peer_uid, {msgkey:d}, 0, 0 FROM {where}",
+        f"UPDATE {where} SET last_msgkey = {msgkey:d}, sort_key = {msgkey:d},"
+        f" mtime = {int(time.time() * 1000):d}",
+    ]
+
+
+def dba(statements: list[str]) -> int:
+    """``statements`` in one transaction from a MariaDB client of its own; rows changed."""
+    import MySQLdb
+
+    db = connection.settings_dict
+    conn = MySQLdb.connect(host="127.0.0.1", user=db["USER"], passwd=db["PASSWORD"], db=db["NAME"])
+    try:
+        cur = conn.cursor()
+        rows = 0
+        for statement in statements:
+            cur.execute(statement)
+            rows += cur.rowcount
+        conn.commit()
+        return rows
+    finally:
+        conn.close()
+
+
+def sampled(owners: list[int], sender: int) -> str:
+    from unread.selectors import unread_summary
+
+    unread = sum(unread_summary(u).by_peer.get(sender, 0) for u in owners)
+    listed = sum(
+        any(i.peer_uid == sender for i in selectors.conversation_list(u, limit=5).results)
+        for u in owners
+    )
+    return f"{len(owners)} owners: unread {unread}, listed {listed}"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -249,7 +294,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         drained = drain(position.primary_now())
         cpu_total = cpu_seconds(follower) - cpu_before
         showing = shown(cached, sender)  # before the edits delete half of them
-        edits = dba_edits(sender, recipients)
+        edits = dba_edits(sender, recipients, args.backend)
     finally:
         stop(workers)
         stop([follower])
