@@ -199,20 +199,23 @@ def shown(owners: list[int], sender: int, sample: int = 200) -> int:
     return sum(any(i.peer_uid == sender for i in page) for page in pages)
 
 
+CONVERSATIONS = "messaging_conversation"
+
+
 def dba_edits(sender: int, recipients: range, backend: str) -> dict[str, Any]:
     """The DBA's mass edits (module docstring), each one transaction from a client of its own
     (the application's connection marks its statements): rows, seconds until followed, checks
     on a sample through the application's reads."""
     from storage.msgkey import next_msgkey
 
-    conversations = f"messaging_conversation WHERE peer_uid = {sender:d} AND owner_uid % 2 = "
+    half = f"WHERE peer_uid = {sender:d} AND owner_uid % 2 = "
     edits: list[tuple[str, int, list[str]]] = [
-        ("marked_read", 0, [f"UPDATE {conversations}0 SET read_upto = last_msgkey"]),
-        ("deleted", 1, [f"DELETE FROM {conversations}1"]),
+        ("marked_read", 0, [f"UPDATE {CONVERSATIONS} SET read_upto = last_msgkey {half}0"]),
+        ("deleted", 1, [f"DELETE FROM {CONVERSATIONS} {half}1"]),
     ]
     if backend == "sql":  # the HBase inbox's cells are not SQL rows
         msgkey = next_msgkey()
-        edits.append(("backfilled", 0, backfill_statements(sender, msgkey, conversations + "0")))
+        edits.append(("backfilled", 0, backfill_statements(sender, msgkey, half + "0")))
     out: dict[str, Any] = {}
     for name, parity, statements in edits:
         rows = dba(statements)
@@ -239,9 +242,9 @@ def backfill_statements(sender: int, msgkey: int, where: str) -> list[str]:
         "INSERT INTO messaging_message (msgkey, sender_uid, type, body, status, created_at)"
         f" VALUES ({msgkey:d}, {sender:d}, 'text', '{body}', 0, NOW(6))",
         "INSERT INTO messaging_inbox (owner_uid, peer_uid, msgkey, direction, flags)"
-        f" SELECT owner_uid, peer_uid, {msgkey:d}, 0, 0 FROM {where}",
-        f"UPDATE {where} SET last_msgkey = {msgkey:d}, sort_key = {msgkey:d},"
-        f" mtime = {int(time.time() * 1000):d}",
+        f" SELECT owner_uid, peer_uid, {msgkey:d}, 0, 0 FROM {CONVERSATIONS} {where}",
+        f"UPDATE {CONVERSATIONS} SET last_msgkey = {msgkey:d}, sort_key = {msgkey:d},"
+        f" mtime = {int(time.time() * 1000):d} {where}",
     ]
 
 
