@@ -9,8 +9,10 @@ annotate-rows event; ``binlog_annotate_row_events``, on by default), so the binl
 wrote: it recounts unread for the former only, as the application's own deliveries count
 themselves. A statement typed in a client, or run by any other program, has no mark.
 
-The cost is a string concatenation per statement (about a microsecond, against statements of a
-millisecond and more), and 12 bytes per statement on the wire.
+The cost is a string concatenation per statement: 0.2 µs for a one-row SELECT, 0.3 µs for a
+1,000-row INSERT (timeit), against statements of a millisecond and more; and 12 bytes per
+statement on the wire. The follower's CPU per campaign recipient did not move with it
+(BENCHMARKS.md).
 """
 
 from __future__ import annotations
