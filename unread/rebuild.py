@@ -15,7 +15,7 @@ run it on a quiet system or accept one message's worth of error for users being 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from infra.redis import get_redis
@@ -28,7 +28,7 @@ from storage.counters.store import (
     unread_recount_pairs,
     unread_replace,
 )
-from storage.inbox import Inbox, get_inbox
+from storage.inbox import get_inbox
 from storage.msgkey import now_ms
 
 OWNER_CHUNK = 1000
@@ -54,21 +54,8 @@ def recount(owner_uid: int) -> list[tuple[int, str, int, int]]:
     unread messages. Only entries up to the conversation's ``last_msgkey`` count: a newer entry's
     delivery has not reached the conversation yet, and its own count follows; one a delivery
     touched lately is guarded against that delivery's count (``store.recount_guard``)."""
-    inbox, now = get_inbox(), now_ms()
-    counts = (
-        _counted(inbox, owner_uid, peer, category, upto, last, mtime, now)
-        for peer, category, upto, last, mtime in messaging.conversations_with_unread(owner_uid)
-    )
-    return [c for c in counts if c[2] > 0]
-
-
-def _counted(
-    inbox: Inbox, owner: int, peer: int, category: str, upto: int, last: int, mtime: int, now: int
-) -> Recounted:
-    """One conversation's ``(peer, category, unread, counted_upto)``: its inbox entries after its
-    read position up to its ``last_msgkey``, guarded against a delivery on its way."""
-    unread = inbox.count_after(owner, peer, upto, last) if last > upto else 0
-    return peer, category, unread, recount_guard(last, mtime, now)
+    convs = [(owner_uid, *row) for row in messaging.conversations_with_unread(owner_uid)]
+    return [counted for _, counted in _recounted(convs) if counted[2] > 0]
 
 
 def recount_pairs(pairs: Iterable[tuple[int, int]]) -> dict[int, list[Recounted]]:
@@ -76,13 +63,28 @@ def recount_pairs(pairs: Iterable[tuple[int, int]]) -> dict[int, list[Recounted]
     ``recount`` counts them: from the conversation as it is now on the primary (0 when it is
     gone), so a change that arrives late never brings back an older state."""
     wanted = sorted(set(pairs))
-    rows, inbox, now = messaging.conversations_of_pairs(wanted), get_inbox(), now_ms()
+    rows = messaging.conversations_of_pairs(wanted)
+    convs = [(o, p, *rows.get((o, p), ("", 0, 0, 0))) for o, p in wanted]
     counts: dict[int, list[Recounted]] = {}
-    for owner, peer in wanted:
-        category, upto, last, mtime = rows.get((owner, peer), ("", 0, 0, 0))
-        counted = _counted(inbox, owner, peer, category, upto, last, mtime, now)
+    for owner, counted in _recounted(convs):
         counts.setdefault(owner, []).append(counted)
     return counts
+
+
+Conv = tuple[int, int, str, int, int, int]  # owner, peer, category, read_upto, last_msgkey, mtime
+
+
+def _recounted(convs: Sequence[Conv]) -> list[tuple[int, Recounted]]:
+    """Each conversation's owner and ``(peer, category, unread, counted_upto)``: its inbox entries
+    after its read position up to its ``last_msgkey`` (all counted at once, ``count_after_many``),
+    guarded against a delivery on its way."""
+    spans = [(o, p, upto, last) for o, p, _, upto, last, _ in convs if last > upto]
+    unread = dict(zip(spans, get_inbox().count_after_many(spans), strict=True))
+    now = now_ms()
+    return [
+        (o, (p, category, unread.get((o, p, upto, last), 0), recount_guard(last, mtime, now)))
+        for o, p, category, upto, last, mtime in convs
+    ]
 
 
 def unread_rebuild_pairs(pairs: Iterable[tuple[int, int]]) -> int:

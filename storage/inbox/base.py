@@ -24,6 +24,7 @@ SENT = 1
 FLAG_RECALLED = 1
 
 Key = tuple[int, int, int]  # (owner, peer, msgkey)
+Span = tuple[int, int, int, int]  # (owner, peer, after msgkey, up to msgkey)
 
 
 class InboxEntry(NamedTuple):
@@ -95,6 +96,11 @@ class Inbox(ABC):
         """Unread entries newer than ``msgkey`` (and not newer than ``upto``, when given)."""
         entries = self._iter_newer(owner, peer, msgkey)
         return sum(1 for e in entries if e.counts_as_unread and (upto is None or e.msgkey <= upto))
+
+    def count_after_many(self, spans: Sequence[Span]) -> list[int]:
+        """``count_after(owner, peer, after, upto)`` of each span, in order (a backend may count
+        many in one round trip: the SQL inbox does)."""
+        return [self.count_after(owner, peer, after, upto) for owner, peer, after, upto in spans]
 
     def set_flags(self, entries: Iterable[InboxEntry], flags: int) -> None:
         """Rewrite existing entries with new flags (recall marks both sides' copies)."""

@@ -112,6 +112,15 @@ def test_count_and_count_after_count_only_unread_received_entries(inbox: Inbox, 
     assert inbox.count_after(owner, peer, 0, upto=29) == 1
     assert inbox.count_after(owner, peer, 10, upto=50) == 2
     assert inbox.count_after(owner, peer, 30, upto=30) == 0
+    # many at once, as a recount asks: each as count_after counts it, a repeat included
+    spans = [
+        (owner, peer, 0, 30),
+        (owner, peer, 10, 50),
+        (owner, peer + 1, 0, 99),
+        (owner, peer, 0, 30),
+    ]
+    assert inbox.count_after_many(spans) == [2, 2, 0, 2]
+    assert inbox.count_after_many([]) == []
 
 
 def test_recall_many_flags_copies_recalled_in_one_write_and_keeps_them(
