@@ -60,10 +60,11 @@ from urllib.parse import urlsplit
 import pybreaker
 import redis
 from django.conf import settings
-from django.db import OperationalError, connections
+from django.db import OperationalError
 from prometheus_client.core import GaugeMetricFamily, Metric
 from thriftpy2.transport import TTransportException
 
+from infra.dbhooks import on_new_connections
 from infra.store_errors import store_down
 
 T = TypeVar("T")
@@ -338,19 +339,8 @@ def read_gauges() -> Iterator[Metric]:
 def guard_new_connections() -> None:
     """Every database connection object Django makes from now on (one per thread and alias:
     under ASGI each request's thread has its own) is guarded before its first connect
-    (AppConfig.ready). Django has no hook before a connect, so its connection handler's factory
-    is wrapped, on this one handler object."""
-    create = connections.create_connection
-    if getattr(create, "guarded", False):
-        return
-
-    def create_guarded(alias: str) -> Any:
-        connection = create(alias)
-        install_db_guards(connection)
-        return connection
-
-    create_guarded.guarded = True  # type: ignore[attr-defined]
-    connections.create_connection = create_guarded  # type: ignore[method-assign]
+    (AppConfig.ready; infra/dbhooks.py)."""
+    on_new_connections(install_db_guards)
 
 
 def install_db_guards(connection: Any) -> None:

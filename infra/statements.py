@@ -22,6 +22,8 @@ from typing import Any
 
 from django.db import connections
 
+from infra.dbhooks import on_new_connections
+
 APP_MARK = "/*missive*/"
 PRIMARY = "default"
 
@@ -32,17 +34,7 @@ def mark_every_connection() -> None:
     ready: a Celery worker's tasks and a management command run on that one."""
     for connection in connections.all(initialized_only=True):
         mark_statements(connection)
-    create = connections.create_connection
-    if getattr(create, "marking", False):
-        return
-
-    def create_marked(alias: str) -> Any:
-        connection = create(alias)
-        mark_statements(connection)
-        return connection
-
-    create_marked.marking = True  # type: ignore[attr-defined]
-    connections.create_connection = create_marked  # type: ignore[method-assign]
+    on_new_connections(mark_statements)
 
 
 def mark_statements(connection: Any) -> None:
