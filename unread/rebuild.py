@@ -78,7 +78,7 @@ def _recounted(convs: Sequence[Conv]) -> list[tuple[int, Recounted]]:
     """Each conversation's owner and ``(peer, category, unread, counted_upto)``: its inbox entries
     after its read position up to its ``last_msgkey`` (all counted at once, ``count_after_many``),
     guarded against a delivery on its way."""
-    now = now_ms()  # before the count: a delivery that touched a row while it ran is guarded
+    now = now_ms()  # before the count, as the rows (and their mtimes) were read before it
     spans = [(o, p, upto, last) for o, p, _, upto, last, _ in convs if last > upto]
     unread = dict(zip(spans, get_inbox().count_after_many(spans), strict=True))
     return [
