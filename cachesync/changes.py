@@ -124,7 +124,7 @@ class ChangeSet:
             elif table == BLOCKS:
                 self.blocks += 1
             elif table == INBOX and outside:
-                self._backfill(_pair(row.get("values") or row["after_values"]))
+                self._backfill(_pair(_newest(row)))
                 if "before_values" in row:
                     self._backfill(_pair(row["before_values"]))
 
@@ -154,7 +154,7 @@ class ChangeSet:
     def _moved_on(self, row: Mapping[str, Row]) -> None:
         """A conversation inserted with messages unread, or its last message moved, by someone
         else than the application: recounted (the application's own count themselves)."""
-        after = row.get("values") or row["after_values"]
+        after = _newest(row)
         before = row.get("before_values")
         if before is None:
             moved = int(after["last_msgkey"]) > int(after["read_upto"])
@@ -191,6 +191,11 @@ class ChangeSet:
 
 def _recalled(row: Row) -> bool:
     return row.get("status") is not None and int(row["status"]) == MessageStatus.RECALLED
+
+
+def _newest(row: Mapping[str, Row]) -> Row:
+    """A row event's row as it is now: an insert's image, an update's after-image."""
+    return row.get("values") or row["after_values"]
 
 
 def _pair(row: Row) -> Pair:

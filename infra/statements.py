@@ -25,6 +25,7 @@ from django.db import connections
 from infra.dbhooks import on_new_connections
 
 APP_MARK = "/*missive*/"
+_APP_MARK_BYTES = APP_MARK.encode()  # the follower checks every statement's text
 PRIMARY = "default"
 
 
@@ -56,7 +57,7 @@ def marked(sql: str) -> str:
 
 def is_marked(statement: bytes) -> bool:
     """Whether a statement's text, as the binlog logged it, is the application's."""
-    return APP_MARK.encode() in statement[:64]
+    return _APP_MARK_BYTES in statement[:64]
 
 
 def _marking(

@@ -21,6 +21,11 @@ TABLE = "messaging_inbox"
 COLUMNS = "owner_uid, peer_uid, msgkey, direction, flags"
 
 
+def unread_entry(alias: str = "") -> str:
+    """The condition of an entry that counts as unread (``InboxEntry.counts_as_unread``)."""
+    return f"{alias}direction = {RECEIVED} AND ({alias}flags & {FLAG_RECALLED}) = 0"
+
+
 HEAD = f"INSERT INTO {TABLE} ({COLUMNS}) "
 ON_DUPLICATE = " ON DUPLICATE KEY UPDATE direction = VALUES(direction), flags = VALUES(flags)"
 
@@ -51,8 +56,8 @@ def _spans_count_sql(spans: Sequence[Span]) -> str:
     return (
         f"SELECT s.o, s.p, s.a, s.u, COUNT(*) FROM JSON_TABLE('[{rows}]', '$[*]' "
         f"COLUMNS ({columns})) AS s JOIN {TABLE} i ON i.owner_uid = s.o AND i.peer_uid = s.p "
-        f"AND i.msgkey > s.a AND i.msgkey <= s.u WHERE i.direction = {RECEIVED} "
-        f"AND (i.flags & {FLAG_RECALLED}) = 0 GROUP BY s.o, s.p, s.a, s.u"
+        f"AND i.msgkey > s.a AND i.msgkey <= s.u WHERE {unread_entry('i.')} "
+        "GROUP BY s.o, s.p, s.a, s.u"
     )
 
 
@@ -148,10 +153,7 @@ class SqlInbox(Inbox):
         return self._scalar("owner_uid = %s AND peer_uid = %s", [owner, peer])
 
     def count_after(self, owner: int, peer: int, msgkey: int, upto: int | None = None) -> int:
-        where = (
-            f"owner_uid = %s AND peer_uid = %s AND msgkey > %s AND direction = {RECEIVED} "
-            f"AND (flags & {FLAG_RECALLED}) = 0"
-        )
+        where = f"owner_uid = %s AND peer_uid = %s AND msgkey > %s AND {unread_entry()}"
         if upto is None:
             return self._scalar(where, [owner, peer, msgkey])
         return self._scalar(where + " AND msgkey <= %s", [owner, peer, msgkey, upto])
