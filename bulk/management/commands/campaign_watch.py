@@ -2,7 +2,9 @@
 
 A live progress bar of one campaign (processed = delivered + skipped + failed, out of the planned
 total; rate; ETA; status) until it is finished, cancelled or failed (exit 0). A pause prints its
-reason and keeps watching (a budget pause resumes by itself), unless ``--exit-on-pause``.
+reason and keeps watching (a budget pause resumes by itself), unless ``--exit-on-pause``. A store
+that does not answer (MariaDB frozen, Redis restarting) is waited out like a pause: one line says
+so, the bar shows ``waiting``, and the watch goes on once it answers (``--timeout`` still holds).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from bulk.models import Campaign, CampaignStatus
 from bulk.selectors import campaign_progress
+from infra.store_errors import store_unavailable
 
 FINAL = (CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED)
 
@@ -72,11 +76,22 @@ def watch(
         raise CommandError(f"No campaign {campaign_id}.")
     with Progress(*_columns(), console=console) as bar:
         task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
+        waiting = False
         while True:
-            campaign = Campaign.objects.filter(pk=campaign_id).first()
-            if campaign is None:
-                raise CommandError(f"No campaign {campaign_id}.")
-            _show(bar, task, campaign_progress(campaign), campaign)
+            polled = _poll(campaign_id)
+            if polled is None:  # a store did not answer: said once, then waited out
+                if not waiting:
+                    console.print(f"Campaign {campaign_id}: {OUTAGE}", soft_wrap=True)
+                waiting = True
+                bar.update(task, status="waiting")
+                _check_deadline(deadline, campaign_id, "waiting for the stores")
+                time.sleep(interval)
+                continue
+            if waiting:
+                console.print(f"Campaign {campaign_id}: the stores answer again.", soft_wrap=True)
+            waiting = False
+            campaign, progress = polled
+            _show(bar, task, progress, campaign)
             if campaign.status in FINAL:
                 break
             if campaign.status == CampaignStatus.PAUSED:
@@ -88,13 +103,34 @@ def watch(
                     break
             else:
                 reported_pause = ""
-            if deadline is not None and time.monotonic() > deadline:
-                raise CommandError(
-                    f"Campaign {campaign_id} still {campaign.status} at the timeout."
-                )
+            _check_deadline(deadline, campaign_id, f"still {campaign.status}")
             time.sleep(interval)
     console.print(summary(campaign), soft_wrap=True)  # one line, however narrow the terminal
     return campaign
+
+
+OUTAGE = "a store is not answering (MariaDB or Redis); still watching."
+
+
+def _poll(campaign_id: int) -> tuple[Campaign, dict[str, Any]] | None:
+    """The campaign and its progress; None while a store does not answer (the database
+    connections are dropped, so the next poll connects afresh: one that lost its server stays
+    broken)."""
+    try:
+        campaign = Campaign.objects.filter(pk=campaign_id).first()
+        if campaign is None:
+            raise CommandError(f"No campaign {campaign_id}.")
+        return campaign, campaign_progress(campaign)
+    except Exception as exc:
+        if not store_unavailable(exc):
+            raise
+        connections.close_all()  # not close_old_connections: its ping would wait as well
+        return None
+
+
+def _check_deadline(deadline: float | None, campaign_id: int, state: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise CommandError(f"Campaign {campaign_id} {state} at the timeout.")
 
 
 MAX_ID = (1 << 63) - 1

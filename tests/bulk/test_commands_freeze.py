@@ -1,0 +1,123 @@
+"""The operator's commands through a frozen MariaDB (``scripts/services freeze``: SIGSTOP, its
+connections stay open and nothing answers), each in a process of its own as an operator runs it.
+
+- ``campaign_watch`` waits the freeze out: one line says a store is not answering, one that it
+  answers again, and the watch ends with the campaign's summary (exit 0), not a traceback.
+- A command's or a Celery task's statements run on the connection Django made while it loaded
+  the models. Once MariaDB's circuit breaker has counted its no-answers, they fail at once as an
+  outage ("circuit breaker is open"), as the API's do, instead of each waiting its timeout.
+
+Both processes have the worker's MariaDB timeout cut to 1 s (STORE_TIMEOUT_MARIADB_WORKER_S) so
+that a few seconds' freeze holds several of their statements.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from bulk.models import Campaign, CampaignStatus
+from tests.bulk.helpers import drive, follow, shop
+from tests.conftest import ROOT, _worker_env, services
+
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+Uids = Callable[[int], list[int]]
+SHORT = {"STORE_TIMEOUT_MARIADB_WORKER_S": "1"}
+
+
+@contextmanager
+def frozen(name: str) -> Iterator[None]:
+    services("freeze", name)
+    try:
+        yield
+    finally:
+        services("thaw", name)
+
+
+def process(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**_worker_env(settings.DATABASES["default"]["NAME"]), **SHORT},  # the test database
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_campaign_watch_waits_out_a_frozen_mariadb_and_ends_with_the_summary(
+    uids: Uids,
+) -> None:
+    sender, *fans = uids(3)
+    shop(sender)
+    follow(sender, fans)
+    out = StringIO()
+    call_command("campaign_send", "--sender", str(sender), "--text", "x", "--followers", stdout=out)
+    campaign = Campaign.objects.get(sender_uid=sender)
+    watch = process("manage.py", "campaign_watch", str(campaign.pk), "--interval", "0.2")
+    time.sleep(2.0)  # the watch is polling
+    with frozen("mariadb"):
+        time.sleep(4.0)  # polls time out (1 s), then fail at once on the open breaker
+    finished = drive(campaign.pk)  # the stores answer: the campaign runs to its end
+    output, _ = watch.communicate(timeout=60)
+    print(output)
+
+    assert finished.status == CampaignStatus.FINISHED
+    assert watch.returncode == 0, output
+    assert "Traceback" not in output
+    assert f"Campaign {campaign.pk}: a store is not answering" in output
+    assert f"Campaign {campaign.pk}: the stores answer again." in output
+    assert output.rstrip().endswith(
+        f"Campaign {campaign.pk} finished: 2 delivered of 2; skipped 0 quota, 0 blocked, "
+        "0 invalid, 0 duplicate; 0 failed."
+    )
+
+
+STATEMENTS = textwrap.dedent(
+    """
+    import sys, time
+    import django
+    django.setup()
+    from django.db import DatabaseError
+    from messaging.models import Account
+    Account.objects.exists()  # on the connection made while the models loaded
+    print("connected", flush=True)
+    sys.stdin.readline()  # MariaDB is frozen now
+    for _ in range(4):
+        began = time.monotonic()
+        try:
+            Account.objects.exists()
+            outcome = "answered"
+        except DatabaseError as exc:
+            outcome = str(exc)
+        print(f"{time.monotonic() - began:.2f}s {outcome}", flush=True)
+    """
+)
+
+
+def test_a_commands_statements_fail_at_once_once_the_breaker_opens() -> None:
+    command = process("-c", STATEMENTS)
+    assert command.stdout is not None
+    assert command.stdin is not None
+    assert command.stdout.readline().strip() == "connected"
+    with frozen("mariadb"):
+        command.stdin.write("\n")
+        command.stdin.flush()
+        output, _ = command.communicate(timeout=60)
+    print(output)
+    outcomes = output.strip().splitlines()
+
+    assert command.returncode == 0, output
+    assert len(outcomes) == 4, output
+    assert not any("circuit breaker is open" in line for line in outcomes[:1])
+    assert all("circuit breaker is open" in line for line in outcomes[2:]), output
