@@ -42,8 +42,10 @@ workers that register no hook, in alternating order; prints the ratio of the med
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -53,6 +55,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
 from benchkit import create_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,10 +330,31 @@ def _role(pid: int, cmdline: bytes, workers: set[int]) -> str:
     if b"mariadbd" in cmdline:
         return "MariaDB replica" if b"replica" in cmdline else "MariaDB"
     if b"redis-server" in cmdline:
-        return "Redis :6379 (data, broker)" if b":6379" in cmdline else "other Redis"
+        if b":6379" in cmdline:
+            return "Redis :6379 (data, broker)"
+        port = re.search(rb":(\d+)", cmdline)
+        role = _cluster_roles().get(int(port.group(1))) if port else None
+        return f"Redis Cluster {role}" if role else "other Redis"
     if cmdline.startswith(b"java"):
         return "HBase (master+RS, Thrift)"
     return "other (this script, system)"
+
+
+@functools.cache
+def _cluster_roles() -> dict[int, str]:
+    """Port -> ``primaries`` or ``replicas`` for the Redis Cluster's nodes (ROLE, asked once a
+    run; {} without a cluster): their CPU apart, since a deployment's replicas run elsewhere."""
+    roles: dict[int, str] = {}
+    for port in CLUSTER_PORTS:
+        try:
+            role = redis.Redis(port=port, socket_timeout=1).execute_command("ROLE")[0]
+        except redis.RedisError:
+            continue
+        roles[port] = "primaries" if role in (b"master", "master") else "replicas"
+    return roles
+
+
+CLUSTER_PORTS = range(7000, 7006)  # scripts/services' Redis Cluster
 
 
 def print_cpu(before: dict[str, float], after: dict[str, float], recipients: int) -> None:
