@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +33,7 @@ from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_
 from storage.convcache import keys as cache_keys
 from storage.msgkey import next_msgkeys
 from tests.api.factories import Api, inbox_api, send_api
-from tests.conftest import Workers, wait_for
+from tests.conftest import ROOT, Workers, _worker_env, wait_for
 from tests.groups.helpers import GroupsApi, users_api
 from tests.retention.helpers import campaign
 
@@ -347,6 +349,39 @@ def test_messages_backfilled_or_removed_in_sql_are_counted_and_the_applications_
     wait_for(follow.caught_up, timeout=5)
     assert follow.follower.progress.backfilled == 3
     assert bff.unread(bob)["total"] == 3
+
+
+SHELL_BACKFILL = """
+import json, os
+from django.db import connection, transaction
+with transaction.atomic(), connection.cursor() as cur:
+    for statement, params in json.loads(os.environ["BACKFILL"]):
+        cur.execute(statement, params)
+"""
+
+
+def test_a_backfill_run_in_manage_py_shell_is_counted_like_a_dbas(
+    follow: Running, uids: Callable[[int], list[int]], bff: Api
+) -> None:
+    """An operator's backfill through Missive's own connection in ``manage.py shell`` (a data
+    migration runs the same way): those commands' statements go without the application's mark,
+    so the follower counts the backfilled message in the receiver's unread."""
+    alice, bob = uids(2)
+    (msgkey,) = next_msgkeys(1)
+    statements = [*backfill(msgkey, alice, bob, "imported"), conversation_new(bob, alice, msgkey)]
+    shell = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SHELL_BACKFILL],
+        cwd=ROOT,
+        env={**_worker_env(connection.settings_dict["NAME"]), "BACKFILL": json.dumps(statements)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shell.returncode == 0, shell.stderr
+
+    follows(lambda: bff.unread(bob)["total"] == 1)
+    assert direct(bff, bob)[alice]["last_message"]["preview"] == "imported"
 
 
 def backfill(msgkey: int, sender: int, receiver: int, text: str) -> list[tuple[str, list[Any]]]:
