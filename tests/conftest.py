@@ -111,6 +111,17 @@ def hbase_tables(django_db_blocker: Any) -> None:
     ensure_tables()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Every breaker closed again before the fixtures' teardown: the test process's own database
+    connection goes through the ``mariadb`` breaker as a command's does (infra/breakers.py), and
+    one a test left open must not refuse the test database's flush."""
+    from infra import breakers
+
+    breakers.reset()
+    return (yield)
+
+
 @pytest.fixture(autouse=True)
 def closed_breakers() -> None:
     """Every store's circuit breaker closed (infra/breakers.py): an outage a test played must
