@@ -60,7 +60,7 @@ from urllib.parse import urlsplit
 import pybreaker
 import redis
 from django.conf import settings
-from django.db import OperationalError, connections
+from django.db import OperationalError
 from prometheus_client.core import GaugeMetricFamily, Metric
 from thriftpy2.transport import TTransportException
 
@@ -339,12 +339,9 @@ def read_gauges() -> Iterator[Metric]:
 def guard_new_connections() -> None:
     """Every database connection object Django makes from now on (one per thread and alias:
     under ASGI each request's thread has its own) is guarded before its first connect
-    (AppConfig.ready; infra/dbhooks.py), and so are those this thread made already: Django
-    makes the primary's while it loads the models, before any app is ready, and a Celery
-    worker's tasks and a management command run on that one (unguarded, each of their
-    statements against a frozen MariaDB paid the whole read timeout)."""
-    for connection in connections.all(initialized_only=True):
-        install_db_guards(connection)
+    (AppConfig.ready; infra/dbhooks.py), and so are those this thread made already: a Celery
+    task's and a management command's (unguarded, each of their statements against a frozen
+    MariaDB paid the whole read timeout)."""
     on_new_connections(install_db_guards)
 
 

@@ -19,7 +19,12 @@ _installers: list[Installer] = []
 
 
 def on_new_connections(install: Installer) -> None:
-    """Run ``install`` on each connection object Django makes from now on (once per installer)."""
+    """Run ``install`` on the connection objects this thread made already and on each one Django
+    makes from now on (once per installer). Django makes the primary's while it loads the
+    models, before any app is ready: a Celery worker's tasks and a management command run on
+    that one, so an installer must cover it too."""
+    for connection in connections.all(initialized_only=True):
+        install(connection)
     if install not in _installers:
         _installers.append(install)
     create = connections.create_connection

@@ -26,8 +26,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from django.db import connections
-
 from infra.dbhooks import on_new_connections
 
 APP_MARK = "/*missive*/"
@@ -41,14 +39,9 @@ OUTSIDE_COMMANDS = frozenset({"migrate", "shell", "loaddata", "runscript", "shel
 
 def mark_every_connection(argv: Sequence[str] = sys.argv) -> None:
     """(AppConfig.ready) The connection objects this thread made already, and every one Django
-    makes from now on. Django makes the primary's while it loads the models, before any app is
-    ready: a Celery worker's tasks and a management command run on that one. None in a process
-    running one of OUTSIDE_COMMANDS."""
-    if operators_own(argv):
-        return
-    for connection in connections.all(initialized_only=True):
-        mark_statements(connection)
-    on_new_connections(mark_statements)
+    makes from now on (infra/dbhooks.py). None in a process running one of OUTSIDE_COMMANDS."""
+    if not operators_own(argv):
+        on_new_connections(mark_statements)
 
 
 def operators_own(argv: Sequence[str]) -> bool:

@@ -159,7 +159,7 @@ def uid(uids: Callable[[int], list[int]]) -> int:
     return uids(1)[0]
 
 
-def _worker_env(db_name: str) -> dict[str, str]:
+def worker_env(db_name: str) -> dict[str, str]:
     env = dict(os.environ)
     db = settings.DATABASES["default"]
     env["DATABASE_URL"] = (
@@ -173,7 +173,7 @@ class Workers:
     """Real ``celery worker`` processes on the test database; killable for fault tests."""
 
     def __init__(self, db_name: str) -> None:
-        self.env = _worker_env(db_name)
+        self.env = worker_env(db_name)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(

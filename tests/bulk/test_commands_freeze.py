@@ -27,7 +27,7 @@ from django.core.management import call_command
 
 from bulk.models import Campaign, CampaignStatus
 from tests.bulk.helpers import drive, follow, shop
-from tests.conftest import ROOT, _worker_env, services
+from tests.conftest import ROOT, services, worker_env
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 Uids = Callable[[int], list[int]]
@@ -47,7 +47,7 @@ def process(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, *args],
         cwd=ROOT,
-        env={**_worker_env(settings.DATABASES["default"]["NAME"]), **SHORT},  # the test database
+        env={**worker_env(settings.DATABASES["default"]["NAME"]), **SHORT},  # the test database
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -119,5 +119,5 @@ def test_a_commands_statements_fail_at_once_once_the_breaker_opens() -> None:
 
     assert command.returncode == 0, output
     assert len(outcomes) == 4, output
-    assert not any("circuit breaker is open" in line for line in outcomes[:1])
+    assert "circuit breaker is open" not in outcomes[0]
     assert all("circuit breaker is open" in line for line in outcomes[2:]), output

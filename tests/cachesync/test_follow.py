@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,7 +31,7 @@ from storage.convcache import build, codec, hbase_tier, held, mysql_tier, redis_
 from storage.convcache import keys as cache_keys
 from storage.msgkey import next_msgkeys
 from tests.api.factories import Api, inbox_api, send_api
-from tests.conftest import ROOT, Workers, _worker_env, wait_for
+from tests.conftest import Workers, manage, wait_for, worker_env
 from tests.groups.helpers import GroupsApi, users_api
 from tests.retention.helpers import campaign
 
@@ -369,15 +367,11 @@ def test_a_backfill_run_in_manage_py_shell_is_counted_like_a_dbas(
     alice, bob = uids(2)
     (msgkey,) = next_msgkeys(1)
     statements = [*backfill(msgkey, alice, bob, "imported"), conversation_new(bob, alice, msgkey)]
-    shell = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SHELL_BACKFILL],
-        cwd=ROOT,
-        env={**_worker_env(connection.settings_dict["NAME"]), "BACKFILL": json.dumps(statements)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    on_test_database = {
+        **worker_env(connection.settings_dict["NAME"]),
+        "BACKFILL": json.dumps(statements),
+    }
+    shell = manage("shell", "-c", SHELL_BACKFILL, **on_test_database)
     assert shell.returncode == 0, shell.stderr
 
     follows(lambda: bff.unread(bob)["total"] == 1)

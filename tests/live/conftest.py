@@ -27,7 +27,7 @@ from websockets.sync.client import ClientConnection, connect
 from api.models import Scope
 from live.gateway_worker import GATEWAY_FLAGS
 from tests.api.factories import make_api
-from tests.conftest import ROOT, _worker_env
+from tests.conftest import ROOT, worker_env
 
 LOG_MAXLEN = 5
 HEARTBEAT_S = 1  # a device counts as online until 3 heartbeats are missed
@@ -45,7 +45,7 @@ def free_port() -> int:
 
 
 def start_gateway(port: int) -> subprocess.Popen[bytes]:
-    env = _worker_env(settings.DATABASES["default"]["NAME"])
+    env = worker_env(settings.DATABASES["default"]["NAME"])
     # the tests' key: a token minted in this process (an expired one) is checked by the gateway
     env.update(DJANGO_SECRET_KEY=settings.SECRET_KEY, LIVE_LOG_MAXLEN=str(LOG_MAXLEN))
     env.update(LIVE_BACKLOG=str(BACKLOG), LIVE_HEARTBEAT_S=str(HEARTBEAT_S))
