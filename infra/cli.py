@@ -1,5 +1,9 @@
 """The management commands' one convention for list flags and ids.
 
+A store that stops answering while a command runs (``manage.py``'s ``outage_exit``) ends it with
+one line on stderr naming the store, and exit status 75 (EX_TEMPFAIL: try again later), not a
+traceback.
+
 A list flag takes comma-separated values, may be repeated, and may be followed by several values:
 ``--uids 1,2 --uids 3`` = ``--uids 1 2 3`` = ``--uids 1,2,3``. Each value is converted by the
 flag's ``type`` (a bad one is argparse's one-line error, exit 2); the result is a list in the
@@ -12,7 +16,10 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from infra.store_errors import unavailable_store
+
 MAX_ID = (1 << 63) - 1
+EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller is invited to retry
 
 
 class CommaList(argparse.Action):
@@ -49,3 +56,16 @@ def positive_id(text: str) -> int:
     if not 0 < value <= MAX_ID:
         raise ValueError(text)
     return value
+
+
+def outage_line(argv: Sequence[str], exc: BaseException) -> str | None:
+    """The one line a command that met ``exc`` prints when a store did not answer, else None."""
+    found = unavailable_store(exc)
+    if found is None:
+        return None
+    store, said = found
+    command = argv[1] if len(argv) > 1 else "manage.py"
+    return (
+        f"{command}: stopped because {store} did not answer ({said}). What the command had "
+        "committed stays; run it again once the store answers."
+    )

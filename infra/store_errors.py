@@ -58,6 +58,31 @@ def store_unavailable(exc: BaseException) -> bool:
     return any(_unavailable(e) for e in _chain(exc))
 
 
+def unavailable_store(exc: BaseException) -> tuple[str, str] | None:
+    """(which store, what its client said) when ``exc`` says a store did not answer, in an
+    operator's words: "the database", "Redis" or "HBase"; None when it is no outage."""
+    for current in _chain(exc):
+        if _unavailable(current):
+            return _kind(current), _said(current)
+    return None
+
+
+def _kind(exc: BaseException) -> str:
+    if isinstance(exc, (InterfaceError, OperationalError)):
+        return "the database"
+    if isinstance(exc, redis_errors.RedisError):
+        return "Redis"
+    if isinstance(exc, (*TRANSPORT, HBaseIOError)):
+        return "HBase"
+    return "a store"
+
+
+def _said(exc: BaseException) -> str:
+    if isinstance(exc, OperationalError) and len(exc.args) == 2:
+        return f"{exc.args[1]} ({exc.args[0]})"  # MySQLdb's (code, message)
+    return str(exc) or type(exc).__name__
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and what caused it, each once (``__cause__``, else ``__context__``)."""
     seen: set[int] = set()

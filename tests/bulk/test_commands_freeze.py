@@ -3,6 +3,9 @@ connections stay open and nothing answers), each in a process of its own as an o
 
 - ``campaign_watch`` waits the freeze out: one line says a store is not answering, one that it
   answers again, and the watch ends with the campaign's summary (exit 0), not a traceback.
+- A command that meets the freeze mid-way (``campaign_send`` streaming a ``--uids-file``) ends
+  with ONE line on stderr naming the store and exit status 75, not a traceback, and leaves
+  nothing half-stored: the upload is one transaction.
 - A command's or a Celery task's statements run on the connection Django made while it loaded
   the models. Once MariaDB's circuit breaker has counted its no-answers, they fail at once as an
   outage ("circuit breaker is open"), as the API's do, instead of each waiting its timeout.
@@ -13,6 +16,8 @@ that a few seconds' freeze holds several of their statements.
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,12 +25,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from bulk.models import Campaign, CampaignStatus
+from bulk.models import Audience, Campaign, CampaignStatus
 from tests.bulk.helpers import drive, follow, shop
 from tests.conftest import ROOT, services, worker_env
 
@@ -43,16 +49,30 @@ def frozen(name: str) -> Iterator[None]:
         services("thaw", name)
 
 
-def process(*args: str) -> subprocess.Popen[str]:
+def process(*args: str, stderr: int = subprocess.STDOUT) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, *args],
         cwd=ROOT,
         env={**worker_env(settings.DATABASES["default"]["NAME"]), **SHORT},  # the test database
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=stderr,
         text=True,
     )
+
+
+def open_writer(fifo: str, reader: subprocess.Popen[str], timeout: float = 60.0) -> int:
+    """The FIFO's writing end, once ``reader`` has opened it for reading (fails if it exited)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert reader.poll() is None, reader.communicate()
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: nobody reads it yet
+                raise
+        time.sleep(0.05)
+    raise AssertionError(f"nobody opened {fifo} within {timeout}s")
 
 
 def test_campaign_watch_waits_out_a_frozen_mariadb_and_ends_with_the_summary(
@@ -121,3 +141,33 @@ def test_a_commands_statements_fail_at_once_once_the_breaker_opens() -> None:
     assert len(outcomes) == 4, output
     assert "circuit breaker is open" not in outcomes[0]
     assert all("circuit breaker is open" in line for line in outcomes[2:]), output
+
+
+def test_a_command_that_meets_a_frozen_mariadb_exits_75_with_one_line(
+    uids: Uids, tmp_path: Any
+) -> None:
+    sender, *fans = uids(3)
+    shop(sender)
+    fifo = str(tmp_path / "uids.txt")
+    os.mkfifo(fifo)
+    command = process(
+        "manage.py", "campaign_send", "--sender", str(sender), "--text", "x", "--uids-file", fifo,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    writer = open_writer(fifo, command)  # the command is past its checks, reading the file
+    with frozen("mariadb"):
+        os.write(writer, "".join(f"{u}\n" for u in fans).encode())
+        os.close(writer)
+        began = time.monotonic()
+        output, errors = command.communicate(timeout=60)
+        took = time.monotonic() - began
+    print(output, errors, f"{took:.1f}s")
+
+    assert command.returncode == 75, (output, errors)
+    assert "Traceback" not in errors
+    lines = errors.strip().splitlines()
+    assert len(lines) == 1, errors
+    assert lines[0].startswith("campaign_send: stopped because the database did not answer (")
+    assert lines[0].endswith("run it again once the store answers.")
+    assert not Audience.objects.filter(sender_uid=sender).exists()  # the upload: all or nothing
+    assert not Campaign.objects.filter(sender_uid=sender).exists()

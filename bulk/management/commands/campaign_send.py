@@ -153,7 +153,7 @@ class Command(BaseCommand):
 
     def _store_file(self, path: Path, sender: str) -> Audience:
         try:
-            with path.open("rb") as stream:
+            with path.open("rb") as stream, transaction.atomic():  # whole or not at all
                 lines = upload_lines(iter(lambda: stream.read(CHUNK_BYTES), b""))
                 return services.audience_upload(
                     lines=lines, client=None, sender_uid=int(sender), name=path.name[:200]
