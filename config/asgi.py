@@ -20,6 +20,7 @@ django_application = get_asgi_application()  # sets Django up: import the fast p
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from infra.heap import freeze_startup_heap  # noqa: E402
 from live.routing import live_first, websocket_urlpatterns  # noqa: E402
 from unread.fastpath import UnreadFastPath  # noqa: E402
 
@@ -29,3 +30,4 @@ routers = ProtocolTypeRouter(
     {"http": django_application, "websocket": URLRouter(websocket_urlpatterns)}
 )
 application = UnreadFastPath(live_first(routers))
+freeze_startup_heap()  # full GC passes skip the start-up heap (infra/heap.py)
