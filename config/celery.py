@@ -84,9 +84,11 @@ def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
 @signals.worker_init.connect
 def _warm(**kwargs: object) -> None:
     """Per-process work done once in a worker's main process, before it forks its pool."""
+    from infra.heap import freeze_startup_heap
     from infra.redis import warm
 
     warm()
+    freeze_startup_heap(urls=False)  # full GC passes skip the start-up heap (infra/heap.py)
 
 
 # Connected with the app, not in an AppConfig.ready: a worker sets its logging up as it starts,
