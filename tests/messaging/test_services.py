@@ -454,22 +454,22 @@ def inbox_queries(backend: str) -> int:
     return 1 if backend == "sql" else 0
 
 
-def test_a_send_costs_twelve_queries_plus_the_inbox_and_a_replay_two(
+def test_a_send_costs_nine_queries_plus_the_inbox_and_a_replay_two(
     backend: str, uids: Uids, django_assert_num_queries: Any
 ) -> None:
     alice, bob = uids(2)
     services.message_send(
         sender_uid=alice, receiver_uid=bob, content=text("warm"), client_msg_id="w"
     )
-    # idempotency lookup, block check, savepoint, ledger row, content row, release, the two
-    # sides' categories (both accounts in one read, the follows both ways in one), savepoint,
-    # [inbox rows of both sides, one statement], conversations (both sides, one upsert),
-    # release, ledger marked delivered
-    with django_assert_num_queries(12 + inbox_queries(backend)):
+    # one read of what the send must know (the idempotency lookup, the block, both accounts'
+    # kinds, the follows both ways: messaging.selectors.send_facts), savepoint, ledger row,
+    # content row, release, savepoint, [inbox rows of both sides, one statement], conversations
+    # (both sides, one upsert), release, ledger marked delivered
+    with django_assert_num_queries(9 + inbox_queries(backend)):
         services.message_send(
             sender_uid=alice, receiver_uid=bob, content=text("hi"), client_msg_id="c"
         )
-    with django_assert_num_queries(2):  # the ledger row and the content: nothing is re-sent
+    with django_assert_num_queries(2):  # the send's facts and its content: nothing is re-sent
         replay = services.message_send(
             sender_uid=alice, receiver_uid=bob, content=text("hi"), client_msg_id="c"
         )
