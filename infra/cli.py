@@ -1,8 +1,8 @@
 """The management commands' one convention for list flags and ids.
 
-A store that stops answering while a command runs (``manage.py``'s ``outage_exit``) ends it with
-one line on stderr naming the store, and exit status 75 (EX_TEMPFAIL: try again later), not a
-traceback.
+A store that stops answering while a command runs ends it with one line on stderr naming the
+store (``outage_line``, printed by manage.py) and exit status 75 (EX_TEMPFAIL: try again later),
+not a traceback.
 
 A list flag takes comma-separated values, may be repeated, and may be followed by several values:
 ``--uids 1,2 --uids 3`` = ``--uids 1 2 3`` = ``--uids 1,2,3``. Each value is converted by the
