@@ -544,6 +544,9 @@ LIVE_LOG_MAXLEN = env_int("LIVE_LOG_MAXLEN", 1000)  # events kept per user for a
 LIVE_TOKEN_TTL_S = env_int("LIVE_TOKEN_TTL_S", 60)  # a connection token opens connections this long
 LIVE_HEARTBEAT_S = env_int("LIVE_HEARTBEAT_S", 20)  # presence refresh; online until 3 missed
 LIVE_BACKLOG = env_int("LIVE_BACKLOG", 1000)  # frames queued for one connection; past it 4008
+# A connection's opening (its group joined, its log read) that Redis does not answer within this
+# is closed with 1013 "try again later" (live/consumers.py): about the API's 2-s deadline.
+LIVE_OPEN_TIMEOUT_S = env_float("LIVE_OPEN_TIMEOUT_S", 2.0)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

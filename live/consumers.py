@@ -3,6 +3,10 @@
 One ``LiveConsumer`` per connection, on any gateway process:
 - a bad or expired token: accepted, then closed with 4001 (a close before the handshake would be
   an HTTP 403 that browsers do not report);
+- an opening (joining the group, reading the log) that Redis does not answer within
+  ``LIVE_OPEN_TIMEOUT_S``, or that fails because Redis is out: closed with 1013 ("try again
+  later"), never a connection left waiting for its ``hello``. Measured before: with Redis frozen
+  (SIGSTOP), a new connection got no frame for 15 s, the channel layer's socket timeout;
 - it joins the user's channel-layer group BEFORE it reads the log (``services.connection_open``),
   so an event is either in what it read or in a push it will receive, and drops pushes at or
   below the last position it sent: every event once, in order;
@@ -44,6 +48,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from infra.store_errors import store_unavailable
 from live import keys, selectors, services
 from live.gateway import hub
 from live.heartbeats import heartbeats
@@ -53,6 +58,7 @@ T = TypeVar("T")
 CLOSE_BAD_TOKEN = 4001
 CLOSE_TOO_SLOW = 4008
 CLOSE_ERROR = 1011  # Redis failed under a push: the device reconnects and resumes
+CLOSE_TRY_LATER = 1013  # Redis did not open the connection in time: the device reconnects later
 PONG = '{"type":"pong"}'
 Item = str | dict[str, Any]  # a frame's text, or a push still to turn into frames
 
@@ -110,12 +116,25 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         self.uid, self.device_id = bound
         self.limit = settings.LIVE_BACKLOG
-        await hub.join(keys.group(self.uid), self)  # pushes from here on queue until _start
         since = query.get("since", [""])[0] or None
-        opened = await _thread(
+        try:
+            opened = await asyncio.wait_for(self._open(since), settings.LIVE_OPEN_TIMEOUT_S)
+        except Exception as exc:
+            if not isinstance(exc, TimeoutError) and not store_unavailable(exc):
+                raise
+            log.warning("live: uid %s could not open, closing with 1013: %r", self.uid, exc)
+            self.closing = True
+            await self.close(code=CLOSE_TRY_LATER)
+            return
+        self._start(bound[0], opened)
+
+    async def _open(self, since: str | None) -> services.Opened:
+        """Joins the user's group, then reads the log (``connect``'s order, above)."""
+        assert self.uid is not None
+        await hub.join(keys.group(self.uid), self)  # pushes from here on queue until _start
+        return await _thread(
             services.connection_open, uid=self.uid, device_id=self.device_id, since=since
         )
-        self._start(bound[0], opened)
 
     def _start(self, uid: int, opened: services.Opened) -> None:
         self.epoch, self.last_pos = opened.epoch, opened.head

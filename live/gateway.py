@@ -182,10 +182,14 @@ class Hub:
             except Exception as exc:
                 log.warning("live: the gateway's groups not joined again yet: %r", exc)
                 continue
-            for members in list(self.members.values()):
-                for member in list(members):
-                    member.catch_up()
+            self.catch_up_all()
             return
+
+    def catch_up_all(self) -> None:
+        """Every connection of this process reads from its log what it was not sent."""
+        for members in list(self.members.values()):
+            for member in list(members):
+                member.catch_up()
 
     async def _refresh(self) -> None:
         """Every quarter of the layer's ``group_expiry``, the channel back in its groups."""
