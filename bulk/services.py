@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import redis
 from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from api.errors import Conflict, Forbidden, InvalidInput, NotFound
 from api.models import ApiClient
@@ -47,11 +50,14 @@ from bulk.models import (
     Channel,
     SenderPolicy,
 )
+from infra import metrics
 from infra.dbrouter import PRIMARY, read_replica
 from infra.taskref import TaskRef
 from messaging.selectors import blocked_receivers, sender_category
 from messaging.services import message_store
 from storage.content import validate_content
+
+log = logging.getLogger(__name__)
 
 # A campaign waiting out a store outage (bulk.fanout): paused with this reason, resumed by the
 # sweep once the stores answer.
@@ -285,7 +291,7 @@ def _insert(
             skipped_duplicate=stored.duplicate_lines if stored else 0,
         )
         if not later:
-            transaction.on_commit(lambda: enqueue_plan(campaign))
+            transaction.on_commit(lambda: _or_left_to_sweep("plan", campaign, enqueue_plan))
     return campaign
 
 
@@ -377,6 +383,26 @@ def enqueue_plan(campaign: Campaign) -> None:
     PLAN_TASK[campaign.channel].task.apply_async(args=(campaign.pk,))
 
 
+def _or_left_to_sweep(what: str, campaign: Campaign, send: Callable[[Campaign], None]) -> None:
+    """``send(campaign)``: a committed campaign's tasks. A broker that does not take them (down,
+    or frozen past its timeout: config/celery.py) is logged and counted
+    (``missive_bulk_tasks_left_to_sweep_total{what}``), and the call answers all the same:
+    ``bulk.sweep`` sends again what the campaign owes once the broker answers (a planner that
+    never started, pending batches past their lease). Before, with the broker frozen,
+    ``POST /campaigns`` raised after Celery's publish retries: no answer for over 10 s, then a
+    503 for a campaign that was stored."""
+    try:
+        send(campaign)
+    except (BrokerError, redis.RedisError, OSError) as exc:
+        log.warning(
+            "bulk: campaign %s: %s left to the sweep, the broker did not take it: %r",
+            campaign.pk,
+            what,
+            exc,
+        )
+        metrics.inc("bulk_tasks_left_to_sweep", what=what)
+
+
 def enqueue_batches(channel: str, batches: Sequence[tuple[int, int]]) -> None:
     """Send ``(batch id, index in its campaign)`` pairs, each at its ``batch_priority``. One
     broker producer for the lot, not one per message (measured: 1.5-3.6 instead of 3.8-4 ms a
@@ -447,7 +473,7 @@ def campaign_resume(*, campaign_id: int) -> Campaign:
 
     allowed = [CampaignStatus.PAUSED, CampaignStatus.RUNNING]
     campaign = _transition(campaign_id, "resumed", allowed, resume)
-    _kick(campaign)
+    _or_left_to_sweep("resume", campaign, _kick)
     return campaign
 
 
@@ -479,7 +505,7 @@ def campaign_start(*, campaign_id: int) -> Campaign:
         status=CampaignStatus.RUNNING,
         started_at=timezone.now(),
     )
-    enqueue_plan(campaign)
+    _or_left_to_sweep("plan", campaign, enqueue_plan)
     return campaign
 
 

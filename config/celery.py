@@ -60,15 +60,21 @@ app.autodiscover_tasks()
 def _broker_timeouts(sender: Celery, **kwargs: object) -> None:
     """The broker's row of STORE_TIMEOUTS (config/settings.py; read once Django's settings are,
     not at import): a frozen broker holds neither a worker nor an API request for longer
-    (kombu's BRPOP waits 1 s, under the read timeout)."""
+    (kombu's BRPOP waits 1 s, under the read timeout). An API process (PROCESS_ROLE ``api``)
+    uses the ``api`` value and sends a task at most twice, the retry at once (a pooled
+    connection a broker restart closed): with Celery's default policy (3 retries) and the 5-s
+    timeout, ``POST /campaigns`` with the broker frozen answered after more than 10 s."""
     from django.conf import settings
 
     row = settings.STORE_TIMEOUTS["broker"]
-    sockets = {"socket_timeout": row["worker"], "socket_connect_timeout": row["connect"]}
+    timeout = row[settings.PROCESS_ROLE]
+    sockets = {"socket_timeout": timeout, "socket_connect_timeout": row["connect"]}
     sender.conf.broker_transport_options = {**sender.conf.broker_transport_options, **sockets}
-    sender.conf.redis_socket_timeout = row["worker"]
+    sender.conf.redis_socket_timeout = timeout
     sender.conf.redis_socket_connect_timeout = row["connect"]
     sender.conf.broker_connection_timeout = row["connect"]
+    if settings.PROCESS_ROLE == "api":
+        sender.conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0}
 
 
 @app.on_after_configure.connect

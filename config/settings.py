@@ -152,13 +152,14 @@ TEMPLATES = [
 # process uses is PROCESS_ROLE: config/asgi.py and config/wsgi.py set MISSIVE_PROCESS_ROLE=api
 # before settings load; the default is ``worker``, so a migration or a management command is
 # never cut at an API deadline. Each value is overridable: STORE_TIMEOUT_<STORE>_<KIND>_S, e.g.
-# STORE_TIMEOUT_REDIS_API_S=0.5. ``broker`` is the Celery broker's Redis (no API row: enqueueing
-# from the API uses the worker value, kombu's own socket timeout). HBase Thrift (happybase) has
-# one socket timeout: ``connect`` is unused there.
+# STORE_TIMEOUT_REDIS_API_S=0.5. ``broker`` is the Celery broker's Redis: an API process sends a
+# task with its ``api`` timeout and one retry at once (config/celery.py), so a frozen broker costs
+# a request about 2 s, and what a task it could not send owed is sent again by bulk.sweep. HBase
+# Thrift (happybase) has one socket timeout: ``connect`` is unused there.
 PROCESS_ROLE = env("MISSIVE_PROCESS_ROLE", "worker")
 _TIMEOUT_DEFAULTS = {
     "redis": {"connect": 0.5, "api": 1.0, "worker": 5.0},
-    "broker": {"connect": 0.5, "api": 5.0, "worker": 5.0},
+    "broker": {"connect": 0.5, "api": 1.0, "worker": 5.0},
     "mariadb": {"connect": 1.0, "api": 2.0, "worker": 30.0},
     "hbase": {"connect": 1.0, "api": 2.0, "worker": 10.0},
 }

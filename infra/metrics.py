@@ -19,6 +19,8 @@ Series, each prefixed ``missive_``:
   fanout_recipients_total               messages written into timelines (rate() = fan-out rate)
   announcements_published_total
   bulk_outage_waits_total               batches put back to wait out a store outage
+  bulk_tasks_left_to_sweep_total{what}  a campaign's plan or resume the broker did not take from
+                                        the API; bulk.sweep sends it again (bulk/services.py)
   counters_epochs_total                 the counters' epoch moved on: Redis restarted (or is new)
   unread_repairs_total                  users whose counters were rebuilt lazily after that
   unread_repairs_deferred_total         repairs put off: a store they read did not answer
@@ -91,6 +93,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "fanout_recipients": ("Messages written into recipients' timelines.", ()),
     "announcements_published": ("Announcements published to all users.", ()),
     "bulk_outage_waits": ("Batches put back because a store did not answer.", ()),
+    "bulk_tasks_left_to_sweep": (
+        "Campaign tasks (plan, resume) the broker did not take; bulk.sweep sends them again.",
+        ("what",),
+    ),
     "counters_epochs": ("Times the unread counters' epoch moved on (Redis restarted).", ()),
     "unread_repairs": ("Users whose unread counters were rebuilt after Redis restarted.", ()),
     "unread_repairs_deferred": (

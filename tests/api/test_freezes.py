@@ -80,7 +80,8 @@ def call(port: int, method: str, path: str, token: str, body: Any = None) -> Ans
     try:
         conn.request(method, "/api/v1" + path, None if body is None else json.dumps(body), headers)
         response = conn.getresponse()
-        answer = json.loads(response.read())
+        raw = response.read()
+        answer = json.loads(raw) if raw else None  # a 204 has no body
         seconds = time.monotonic() - started
         return Answer(response.status, answer, response.getheader("Retry-After"), seconds)
     finally:

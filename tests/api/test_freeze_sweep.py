@@ -1,0 +1,163 @@
+"""Every endpoint of the API (API contract: messages, conversations, blocks, unread,
+announcements, campaigns, audiences, groups, live tokens and presence, health) called once while
+one store is frozen (``scripts/services freeze``: SIGSTOP, connections open, nothing answers), on
+the production server (gunicorn + uvicorn serving ``config.asgi``): each answers within the API's
+deadline, with its normal status or 503 ``unavailable`` + ``Retry-After``, never a 500 and never
+a hang. Once the store is thawed (always, in a finally), every read answers 200 again.
+
+Run per store with the inbox and group timelines on the backend that store serves: Redis and
+MariaDB with the SQL inbox, HBase's Thrift gateway with the HBase one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from api.models import Scope
+from bulk import fanout, ledger
+from bulk.models import Campaign, CampaignStatus
+from tests.api.factories import make_api
+from tests.api.test_freezes import DEADLINE_S, SLACK_S, Answer, call
+from tests.bulk.helpers import business_with_followers, launch
+from tests.config.test_asgi import api_server
+from tests.conftest import services, wait_for
+
+pytestmark = pytest.mark.faults
+Uids = Callable[[int], list[int]]
+_names = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    token: str
+    body: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@pytest.fixture(
+    params=[("redis", "sql"), ("mariadb", "sql"), ("hbase-thrift", "hbase")],
+    ids=lambda p: p[0],
+)
+def frozen(request: pytest.FixtureRequest, transactional_db: Any) -> Iterator[tuple[str, int]]:
+    """(the store to freeze, the port of a server whose inbox is on the store's backend)."""
+    store, backend = request.param
+    with api_server(INBOX_BACKEND=backend, GROUP_TIMELINE_BACKEND=backend) as port:
+        yield store, port
+
+
+def ok(port: int, method: str, path: str, token: str, body: Any = None) -> Any:
+    answer = call(port, method, path, token, body)
+    assert answer.status in (200, 201), (path, answer.status, answer.body)
+    return answer.body
+
+
+def every_endpoint(port: int, uids: Uids) -> list[Call]:
+    """A scene made through the API (a 1:1 message, a group with a message, a campaign), then
+    one call of each endpoint on it."""
+    alice, bob, carol, shop = uids(4)
+    n = next(_names)
+    users = make_api(f"sweep-users-{n}", [Scope.USERS, Scope.INBOX]).token
+    shop_api = make_api(f"sweep-shop-{n}", [Scope.CAMPAIGNS], [shop]).token
+    announce = make_api(f"sweep-announce-{n}", [Scope.ANNOUNCE]).token
+    text = {"type": "text", "text": "hello"}
+    sent = {"sender_uid": alice, "receiver_uid": bob, "content": text, "client_msg_id": "s-1"}
+    msgkey = ok(port, "POST", "/messages", users, sent)["msgkey"]
+    group = {"owner_uid": alice, "name": "sweep", "member_uids": [bob]}
+    gid = ok(port, "POST", "/groups", users, group)["gid"]
+    said = {"sender_uid": alice, "content": text, "client_msg_id": "g-1"}
+    seq = ok(port, "POST", f"/groups/{gid}/messages", users, said)["seq"]
+    campaign = launch(business_with_followers([shop, bob, carol])).pk
+    conv, gconv = f"/users/{bob}/conversations/{alice}", f"/users/{bob}/groups/{gid}"
+    return [
+        Call("POST", "/messages", users, {**sent, "client_msg_id": "s-2"}),
+        Call("GET", f"/users/{bob}/conversations", users),
+        Call("GET", f"{conv}/messages", users),
+        Call("POST", f"{conv}/read", users, {}),
+        Call("GET", f"/users/{bob}/unread", users),
+        Call("PUT", f"/users/{carol}/blocks/{alice}", users),
+        Call("GET", f"/users/{bob}/announcements", users),
+        Call("POST", "/announcements", announce, {"content": text}),
+        Call("GET", "/campaigns", shop_api),
+        Call("GET", f"/campaigns/{campaign}", shop_api),
+        Call("POST", f"/campaigns/{campaign}/pause", shop_api),
+        Call("POST", "/campaigns", shop_api, _campaign(shop, [bob, carol])),
+        Call("GET", f"/groups/{gid}", users),
+        Call("POST", f"/groups/{gid}/members", users, {"actor_uid": alice, "uids": [carol]}),
+        Call("POST", f"/groups/{gid}/messages", users, {**said, "client_msg_id": "g-2"}),
+        Call("GET", f"/users/{bob}/groups", users),
+        Call("GET", f"{gconv}/messages", users),
+        Call("POST", f"{gconv}/read", users, {"upto_seq": seq}),
+        Call("POST", f"/users/{bob}/live-tokens", users, {"device_id": "phone"}),
+        Call("GET", f"/users/{bob}/presence", users),
+        Call("POST", f"/messages/{msgkey}/recall", users, {"actor_uid": alice}),
+        Call("DELETE", f"{conv}/messages/{msgkey}", users),
+    ]
+
+
+def answer_of(port: int, c: Call) -> Answer:
+    """The call's answer; status 0 when none came within the client's 10 s."""
+    started = time.monotonic()
+    try:
+        return call(port, c.method, c.path, c.token, c.body)
+    except TimeoutError:
+        return Answer(0, None, None, time.monotonic() - started)
+
+
+def assert_planned_by_the_sweep(campaign_id: int) -> None:
+    """A campaign the API accepted is running and, once its lease has passed with no planner
+    started (none runs in this test), ``bulk.sweep`` sends its planner: it is owed, not lost."""
+    campaign = Campaign.objects.get(pk=campaign_id)
+    assert (campaign.status, campaign.plan_heartbeat) == (CampaignStatus.RUNNING, None)
+    time.sleep(ledger.lease_seconds() + 0.5)
+    fanout.sweep()
+    assert Campaign.objects.get(pk=campaign_id).plan_heartbeat is not None  # sent by the sweep
+    Campaign.objects.filter(pk=campaign_id).update(status=CampaignStatus.CANCELLED)
+
+
+def _campaign(shop: int, uids: list[int]) -> dict[str, Any]:
+    return {
+        "sender_uid": shop,
+        "content": {"type": "text", "text": "sale"},
+        "audience": {"type": "uids", "uids": uids},
+        "channel": "daily",
+    }
+
+
+def test_every_endpoint_answers_in_time_while_a_store_is_frozen(
+    frozen: tuple[str, int], uids: Uids
+) -> None:
+    store, port = frozen
+    calls = every_endpoint(port, uids)
+    answers: list[tuple[Call, Answer]] = []
+    services("freeze", store)
+    try:
+        answers += [(c, answer_of(port, c)) for c in calls]
+    finally:
+        services("thaw", store)
+    print(f"\n{store} frozen:")
+    for c, a in answers:
+        print(f"  {a.status} {a.seconds:6.3f} s  {c.name}")
+    for c, a in answers:
+        assert a.status < 500 or a.status == 503, (c.name, a.status, a.body)
+        if a.status == 503:
+            assert a.body["error"] == "unavailable", (c.name, a.body)
+            assert int(a.retry_after or 0) >= 1, c.name
+        assert a.seconds < DEADLINE_S + SLACK_S, f"{c.name} answered after {a.seconds:.2f} s"
+    assert any(a.status == 503 for _, a in answers)  # the store was out for someone
+    created = next(a for c, a in answers if c.name == "POST /campaigns")
+    if created.status == 201:  # its planner may be left to the sweep: it is sent, not lost
+        assert_planned_by_the_sweep(int(created.body["id"]))
+    for c in calls:
+        if c.method == "GET":
+            wait_for(lambda c=c: call(port, "GET", c.path, c.token).status == 200, timeout=20)
