@@ -124,6 +124,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",  # check --deploy (security.W002)
+    "infra.outages.StoreOutageMiddleware",  # a page whose store did not answer: 503, not 500
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -76,6 +76,7 @@ from redis.exceptions import RedisError
 
 from infra import broker
 from infra.redis import get_redis
+from infra.store_errors import store_unavailable
 
 log = logging.getLogger(__name__)
 KEY = "metrics:counters"
@@ -206,6 +207,40 @@ def queue_lengths() -> dict[str, int]:
     return {q: sum(next(counts) for _ in PRIORITY_SUFFIXES) for q in queues()}
 
 
+def _stored() -> dict[Any, Any] | None:
+    """The counters' and histograms' Redis hash; None when that Redis does not answer: the
+    scrape then answers with the gauges alone (each store's breaker state among them: what an
+    operator reads during that outage) and ``missive_metrics_counters_up`` 0. Before, a scrape
+    with Redis frozen answered 500."""
+    try:
+        return dict(get_redis().hgetall(KEY))
+    except RedisError as exc:
+        log.warning("metrics: the counters' Redis did not answer a scrape: %r", exc)
+        return None
+
+
+def _read_or_skip(read: GaugeReader) -> list[Metric]:
+    """An app's gauges; none when the store they read did not answer (the rest of the scrape
+    still answers)."""
+    try:
+        return list(read())
+    except Exception as exc:
+        if not store_unavailable(exc):
+            raise
+        log.warning(
+            "metrics: gauges %s skipped, a store did not answer: %r", read.__qualname__, exc
+        )
+        return []
+
+
+def _queue_lengths_or_none() -> dict[str, int] | None:
+    """``queue_lengths``; None (no sample: unknown is not zero) when the broker did not answer."""
+    try:
+        return queue_lengths()
+    except (OSError, RedisError, OperationalError):
+        return None
+
+
 WORKERS_CACHE_S = 2.0  # how long one answer about the workers is reused in this process
 WORKERS_TIMEOUT_S = 0.5  # how long a broadcast waits for the workers' replies
 
@@ -250,9 +285,16 @@ def _consumers(replies: Mapping[str, Iterable[Mapping[str, Any]] | None]) -> dic
 
 class MissiveCollector:
     def collect(self) -> Iterator[Metric]:
-        stored = get_redis().hgetall(KEY)
-        yield from self._counters(stored)
-        yield from histogram_families(stored)
+        stored = _stored()
+        up = GaugeMetricFamily(
+            PREFIX + "metrics_counters_up",
+            "1 when the counters' Redis answered this scrape; 0: counters and histograms are "
+            "missing from it.",
+        )
+        up.add_metric([], 0 if stored is None else 1)
+        yield up
+        yield from self._counters(stored or {})
+        yield from histogram_families(stored or {})
         yield from self._gauges()
 
     def _counters(self, stored: Mapping[Any, Any]) -> Iterator[Metric]:
@@ -272,19 +314,21 @@ class MissiveCollector:
         queues = GaugeMetricFamily(
             PREFIX + "celery_queue_length", "Tasks waiting on the broker.", labels=["queue"]
         )
-        for queue, length in queue_lengths().items():
+        lengths = _queue_lengths_or_none()
+        for queue, length in (lengths or {}).items():
             queues.add_metric([queue], length)
         yield queues
         workers = GaugeMetricFamily(
             PREFIX + "celery_queue_workers", "Live workers consuming the queue.", labels=["queue"]
         )
         # no sample when the broker did not answer the ping: unknown is not zero (an alert on
-        # "no worker" must not fire because the broker was slow)
-        for queue, n in (queue_workers() or {}).items():
+        # "no worker" must not fire because the broker was slow); not asked again when it just
+        # did not answer the lengths (a second timeout in the same scrape)
+        for queue, n in ((queue_workers() if lengths is not None else None) or {}).items():
             workers.add_metric([queue], n)
         yield workers
         for read in GAUGES:
-            yield from read()
+            yield from _read_or_skip(read)
 
 
 # -- histograms (durations), kept like the counters -----------------------------------------

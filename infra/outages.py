@@ -34,16 +34,19 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
+from html import escape
 from typing import NoReturn
 
 from celery import Task
 from django.conf import settings
 from django.db import connection
+from django.http import HttpRequest, HttpResponse
 
 from infra import hbase, metrics
 from infra.logs import warn_sparsely
 from infra.redis import ping_all
-from infra.store_errors import refused_write
+from infra.store_errors import refused_write, unavailable_store
 from infra.store_errors import store_unavailable as store_unavailable  # the apps ask it here
 
 REFUSED_WRITE_ADVICE = {
@@ -118,3 +121,49 @@ def report_refused_write(exc: BaseException) -> None:
         str(exc)[:200],
         REFUSED_WRITE_ADVICE[reason],
     )
+
+
+PAGE_RETRY_AFTER_S = 5  # as the API's 503s (api/exceptions.py)
+
+
+class StoreOutageMiddleware:
+    """A page outside the API (the admin, its campaign pages) whose store did not answer: 503
+    with ``Retry-After`` and one sentence naming the store, never Django's 500. The API's views
+    answer their own 503 (``api.exceptions``) and never reach this. Found by calling every admin
+    page with each store frozen (SIGSTOP): with MariaDB frozen every admin page answered 500
+    (after the 1-s timeout, then at once with the breaker open); with Redis frozen the
+    conversation-cache health page did."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        found = unavailable_store(exc)
+        if found is None:
+            return None
+        store, said = found
+        warn_sparsely(
+            log,
+            "page-outage",
+            "%s did not answer for %s %s: %s",
+            store,
+            request.method,
+            request.path,
+            said,
+        )
+        return outage_page(store)
+
+
+def outage_page(store: str) -> HttpResponse:
+    sentence = (
+        f"Missive could not answer: {store} did not answer. Nothing was changed by this request; "
+        f"retry in {PAGE_RETRY_AFTER_S} seconds (your browser's back button keeps what you typed)."
+    )
+    title = "<!doctype html><title>503 Service Unavailable</title><h1>503</h1>"
+    body = f"{title}<p>{escape(sentence)}</p>"
+    response = HttpResponse(body, status=503, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(PAGE_RETRY_AFTER_S)
+    return response
