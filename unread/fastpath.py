@@ -126,6 +126,7 @@ MIDDLEWARE_EFFECTS: dict[str, Callable[[], list[Header]]] = {
     "django.contrib.auth.middleware.AuthenticationMiddleware": _no_header,  # a lazy user, unread
     "django.contrib.messages.middleware.MessageMiddleware": _no_header,  # no message stored
     "django.middleware.clickjacking.XFrameOptionsMiddleware": _x_frame_options,
+    "infra.outages.StoreOutageMiddleware": _no_header,  # acts on an exception only, never a 200
 }
 # Without these the answer would differ: the host check and Content-Length, the X-Request-ID.
 REQUIRED_MIDDLEWARE = {
