@@ -51,7 +51,7 @@ class Member:
         self.port, self.token, self.gid, self.uid = port, token, gid, uid
         self.answers: list[tuple[str, Answer]] = []
         self.accepted: list[str] = []  # the texts the API accepted, in order
-        self._cmid = 0
+        self.written = 0  # messages written so far, the last one perhaps not yet accepted
 
     def _call(self, what: str, method: str, path: str, body: Any = None) -> Answer:
         answer = call(self.port, method, path, self.token, body)
@@ -61,9 +61,9 @@ class Member:
     def send_until_accepted(self, deadline: float) -> None:
         """The next message, retried with its client_msg_id until accepted or ``deadline``; one
         not accepted by then is the next call's message again (a client keeps its outbox)."""
-        if len(self.accepted) == self._cmid:
-            self._cmid += 1
-        text, cmid = f"m{self._cmid}", f"gf-{self.gid}-{self._cmid}"
+        if len(self.accepted) == self.written:
+            self.written += 1
+        text, cmid = f"m{self.written}", f"gf-{self.gid}-{self.written}"
         body = {
             "sender_uid": self.uid,
             "content": {"type": "text", "text": text},
@@ -117,10 +117,10 @@ def through_freeze(port: int, uids: Uids, store: str) -> None:
             assert a.body["error"] == "unavailable", a.body
             assert int(a.retry_after or 0) >= 1
         assert a.seconds < DEADLINE_S + SLACK_S, f"{what} answered after {a.seconds:.2f} s"
-    sent = member._cmid + 1  # the outbox's message, if any, then one more: accepted again
+    sent = member.written + 1  # the outbox's message, if any, then one more: accepted again
     while len(member.accepted) < sent:
         member.send_until_accepted(time.monotonic() + 20)
-        assert member.accepted[-1] == f"m{member._cmid}", member.answers[-1][1].body
+        assert member.accepted[-1] == f"m{member.written}", member.answers[-1][1].body
 
     def history() -> list[str]:
         a = call(port, "GET", f"/users/{other}/groups/{member.gid}/messages", token)
