@@ -62,8 +62,9 @@ def _broker_timeouts(sender: Celery, **kwargs: object) -> None:
     not at import): a frozen broker holds neither a worker nor an API request for longer
     (kombu's BRPOP waits 1 s, under the read timeout). An API process (PROCESS_ROLE ``api``)
     uses the ``api`` value and sends a task at most twice, the retry at once (a pooled
-    connection a broker restart closed): with Celery's default policy (3 retries) and the 5-s
-    timeout, ``POST /campaigns`` with the broker frozen answered after more than 10 s."""
+    connection a broker restart closed; a send that got no answer is not retried:
+    infra/broker_transport.py): with Celery's default policy (3 retries) and the 5-s timeout,
+    ``POST /campaigns`` with the broker frozen answered after more than 10 s."""
     from django.conf import settings
 
     row = settings.STORE_TIMEOUTS["broker"]

@@ -154,8 +154,9 @@ TEMPLATES = [
 # before settings load; the default is ``worker``, so a migration or a management command is
 # never cut at an API deadline. Each value is overridable: STORE_TIMEOUT_<STORE>_<KIND>_S, e.g.
 # STORE_TIMEOUT_REDIS_API_S=0.5. ``broker`` is the Celery broker's Redis: an API process sends a
-# task with its ``api`` timeout and one retry at once (config/celery.py), so a frozen broker costs
-# a request about 2 s, and what a task it could not send owed is sent again by bulk.sweep. HBase
+# task with its ``api`` timeout through the broker's breaker, not retried after no answer
+# (infra/broker_transport.py), so a frozen broker costs a request one timeout, and what a task it
+# could not send owed is sent again by bulk.sweep. HBase
 # Thrift (happybase) has one socket timeout: ``connect`` is unused there.
 PROCESS_ROLE = env("MISSIVE_PROCESS_ROLE", "worker")
 _TIMEOUT_DEFAULTS = {

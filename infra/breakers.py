@@ -39,7 +39,9 @@ read at scrape time, this process's view):
   (``guard_new_connections``); a connect fails fast and counts a failure, but only a statement
   counts as an answer (a pooled connection is handed out without one); SQLite, the one-machine
   demo, has none;
-- ``hbase``: every Thrift call through ``infra.hbase.call``.
+- ``hbase``: every Thrift call through ``infra.hbase.call``;
+- ``broker``: the Celery broker's queue-length reads (infra/broker.py), and in an API process
+  every task it sends (infra/broker_transport.py).
 
 pybreaker's own ``call`` holds the breaker's lock for the whole call, which would serialize every
 thread of a process on one store (a lease heartbeat behind a batch's statement); ``Breaker``
@@ -97,6 +99,7 @@ CANNOT_CONNECT = 2003  # MySQL's client code for a server it cannot reach
 STATE_VALUES = {pybreaker.STATE_CLOSED: 0, pybreaker.STATE_HALF_OPEN: 1, pybreaker.STATE_OPEN: 2}
 DB_BREAKERS = {"default": "mariadb", "replica": "replica"}  # database alias -> breaker
 DB_STORES = frozenset(DB_BREAKERS.values())
+REDIS_URLS = {"redis": "REDIS_URL", "broker": "CELERY_BROKER_URL"}  # breaker -> its setting
 
 
 Ping = Callable[[str, float], None]  # (the store's address, timeout in s): raises unless it answers
@@ -186,8 +189,8 @@ def breaker(name: str, where: str = "") -> Breaker:
 
 def target(name: str) -> str:
     """Where the store ``name`` is, per the settings (the gauge's ``target`` label)."""
-    if name == "redis":  # host, port and database: never the URL's password
-        url = urlsplit(str(settings.REDIS_URL))
+    if name in REDIS_URLS:  # host, port and database: never the URL's password
+        url = urlsplit(str(getattr(settings, REDIS_URLS[name])))
         return f"{url.hostname}:{url.port or 6379}{url.path}"
     if name == "hbase":
         return f"{settings.HBASE['HOST']}:{settings.HBASE['PORT']}"
@@ -270,8 +273,8 @@ def _answers(where: str, timeout_s: float, hello: bytes = b"") -> None:
             raise ConnectionResetError(f"{where} closed the connection")
 
 
-def _ping_redis(where: str, timeout_s: float) -> None:
-    if not str(settings.REDIS_URL).startswith("rediss:"):  # TLS: a plain PING gets no answer
+def _ping_redis(where: str, timeout_s: float, setting: str = "REDIS_URL") -> None:
+    if not str(getattr(settings, setting)).startswith("rediss:"):  # TLS: no answer to a PING
         _answers(where, timeout_s, b"*1\r\n$4\r\nPING\r\n")  # any reply, even -NOAUTH
 
 
@@ -285,6 +288,7 @@ def _ping_mysql(where: str, timeout_s: float) -> None:
 
 PINGS: dict[str, Ping] = {
     "redis": _ping_redis,
+    "broker": functools.partial(_ping_redis, setting="CELERY_BROKER_URL"),
     "mariadb": _ping_mysql,
     "replica": _ping_mysql,
 }

@@ -203,7 +203,7 @@ def queue_lengths() -> dict[str, int]:
     for queue in queues():
         for suffix in PRIORITY_SUFFIXES:
             pipe.llen(queue + suffix)
-    counts = iter(pipe.execute())
+    counts = iter(broker.guarded(pipe.execute))
     return {q: sum(next(counts) for _ in PRIORITY_SUFFIXES) for q in queues()}
 
 
