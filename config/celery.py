@@ -48,6 +48,12 @@ app.conf.update(
     broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
     result_backend_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
     result_expires=3600,
+    # Missive reads no task's result (the ledger, the stores are the truth). With results on,
+    # Celery's Redis result backend subscribes to each sent task's result before sending it, and
+    # retries that 20 times, a second apart, when the backend (the broker's Redis by default)
+    # does not answer: a group send or a read that triggers a prewarm, in an API process, then
+    # waited out the request's deadline (503) while the broker alone was down.
+    task_ignore_result=True,
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     timezone="UTC",

@@ -5,7 +5,10 @@ read in chunks of ``CHUNK`` uids, each chunk one ``publish_many`` (one Redis cal
 recently online; pushes for the connected only): a 100,000-member group with 2,000 online costs
 25 Redis calls and 2,000 pushes. At least once: a redelivered task logs the event again, which a
 device then sees twice (it keys messages by msgkey). ``enqueue_group_push`` is the group sink of
-``infra.live_hooks``; a broker that does not answer loses the pushes, never the send.
+``infra.live_hooks``. A broker that does not take the task never fails the send: a group of at
+most INLINE_MAX_MEMBERS members is pushed from the sender's process instead (one member query,
+one Redis call), and a bigger group's pushes are lost (logged; its devices see the message when
+they next read). Before, every group's pushes were lost while the broker was out.
 """
 
 from __future__ import annotations
@@ -32,8 +35,22 @@ def group_push(gid: int, event: dict[str, Any]) -> int:
     return members
 
 
+INLINE_MAX_MEMBERS = CHUNK  # pushed by the sender's process when the broker is out: one chunk
+
+
 def enqueue_group_push(gid: int, event: dict[str, Any]) -> None:
     try:
         group_push.delay(gid, event)
     except (OperationalError, OSError) as exc:
-        log.warning("live: group %s pushes lost: %r", gid, exc)
+        _push_here(gid, event, exc)
+
+
+def _push_here(gid: int, event: dict[str, Any], exc: BaseException) -> None:
+    """The broker did not take ``group_push``: the members pushed from this process when the
+    group fits in one chunk, else the pushes are lost (module docstring)."""
+    members = next(member_uid_chunks(gid, INLINE_MAX_MEMBERS + 1), [])
+    if len(members) > INLINE_MAX_MEMBERS:
+        log.warning("live: group %s pushes lost, the broker did not take them: %r", gid, exc)
+        return
+    log.warning("live: group %s pushed from the sender's process, the broker: %r", gid, exc)
+    services.publish_many(members, event)

@@ -44,12 +44,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_gateway(port: int) -> subprocess.Popen[bytes]:
+def start_gateway(port: int, **extra: str) -> subprocess.Popen[bytes]:
+    """A gateway process on ``port``, ``extra`` over its environment."""
     env = worker_env(settings.DATABASES["default"]["NAME"])
     # the tests' key: a token minted in this process (an expired one) is checked by the gateway
     env.update(DJANGO_SECRET_KEY=settings.SECRET_KEY, LIVE_LOG_MAXLEN=str(LOG_MAXLEN))
     env.update(LIVE_BACKLOG=str(BACKLOG), LIVE_HEARTBEAT_S=str(HEARTBEAT_S))
-    env.update(LIVE_GROUP_EXPIRY_S=str(GROUP_EXPIRY_S))
+    env.update(LIVE_GROUP_EXPIRY_S=str(GROUP_EXPIRY_S), **extra)
     cmd = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--log-level", "warning", "--timeout-graceful-shutdown", "5"]
     cmd += GATEWAY_FLAGS  # as production runs it (live.gateway_worker)

@@ -14,7 +14,7 @@ from bulk.recall import batch_recall
 from infra.redis import get_redis
 from live import keys
 from tests.bulk.helpers import business_with_followers, launch, run_synchronously
-from tests.live.conftest import Http, Opener
+from tests.live.conftest import Http, Opener, free_port, start_gateway
 
 pytestmark = pytest.mark.live
 Backend = tuple[Http, Http]
@@ -71,3 +71,34 @@ def test_a_group_message_reaches_the_members_devices_and_a_read_syncs(
     assert read["type"] == "read"
     assert (read["read_upto"], read["unread"]) == (str(sent["seq"]), 0)
     assert stranger.quiet()
+
+
+def test_a_group_message_reaches_the_members_devices_while_the_broker_is_down(
+    backend: Backend, uids: Any, open_device: Opener
+) -> None:
+    """A gateway whose broker refuses every connection (nothing listens on its port): the send
+    is accepted, and the members' devices get the message all the same, pushed by the sender's
+    process (live.tasks: a group of one chunk). Before, the pushes were logged as lost."""
+    owner, member = uids(2)
+    port = free_port()
+    dead_broker = f"redis://127.0.0.1:{free_port()}/0"
+    gateway = start_gateway(port, CELERY_BROKER_URL=dead_broker)
+    try:
+        api = Http(port, backend[0].token)
+        group = {"owner_uid": owner, "name": "g", "member_uids": [member]}
+        gid = api.ok("POST", "/groups", group)["gid"]
+        here = open_device(port, api.token_for(member, "phone"))
+        elsewhere = open_device(backend[1].port, api.token_for(member, "tablet"))
+        content = {"type": "text", "text": "hi"}
+        body = {"sender_uid": owner, "content": content, "client_msg_id": "b"}
+
+        sent = api.ok("POST", f"/groups/{gid}/messages", body)
+
+        for device in (here, elsewhere):
+            got = device.next()
+            assert got["conversation"] == {"kind": "group", "gid": gid}
+            message = got["message"]
+            assert (message["msgkey"], message["seq"]) == (sent["msgkey"], sent["seq"])
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=15)
