@@ -274,3 +274,41 @@ def test_mariadb_primary_frozen_reads_are_served_by_the_replica_and_writes_are_5
     assert [m["content"]["text"] for m in history.body["results"]] == ["before the freeze"]
     assert status.body["status"] in ("running", "finished", "paused")
     assert (send.status, send.body["error"]) == (503, "unavailable")
+
+
+@pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+def test_replica_frozen_reads_answer_200_in_time_from_the_primary(uids: Uids) -> None:
+    """The replica frozen (SIGSTOP: its connections open, nothing answers), not killed: every
+    read the API would send it (conversation list, history, campaign status) answers 200 within
+    the deadline, from the primary, and sends are accepted."""
+    alice, bob = uids(2)
+    shop = send_api("shop-replica-freeze", [alice])
+    shop.sent(alice, bob, "before the freeze")
+    bff = inbox_api("bff-replica-freeze")
+    scenario = business_with_followers(uids(3))
+    campaign = launch(scenario)
+    owner = campaigns_api(scenario.sender)
+    wait_for_replica()
+    reads = [
+        (bff.token, f"/users/{bob}/conversations"),
+        (bff.token, f"/users/{bob}/conversations/{alice}/messages"),
+        (owner.token, f"/campaigns/{campaign.pk}"),
+    ]
+    with api_server() as port:
+        for token, path in reads:  # warm: the replica serves them
+            assert get(port, path, token).status == 200
+        services("freeze", "mariadb-replica")
+        try:
+            during = [get(port, path, token) for _ in range(3) for token, path in reads]
+            message = {"sender_uid": alice, "receiver_uid": bob, "client_msg_id": "during"}
+            text = {"type": "text", "text": "x"}
+            send = post(port, "/messages", shop.token, {**message, "content": text})
+        finally:
+            services("thaw", "mariadb-replica")
+    report("replica frozen: conversation list, history, campaign status in turn", during)
+    assert [a.status for a in during] == [200] * len(during)
+    assert all(a.seconds < DEADLINE_S + SLACK_S for a in during)
+    assert max(a.seconds for a in during[3:]) < 0.5  # the replica's breaker open: the primary
+    history = during[-2].body["results"]
+    assert [m["content"]["text"] for m in history] == ["before the freeze"]
+    assert send.status == 201, send.body
