@@ -39,7 +39,9 @@ read at scrape time, this process's view):
   (``guard_new_connections``); a connect fails fast and counts a failure, but only a statement
   counts as an answer (a pooled connection is handed out without one); SQLite, the one-machine
   demo, has none;
-- ``hbase``: every Thrift call through ``infra.hbase.call``;
+- ``hbase``: every Thrift call through ``infra.hbase.call``, but those about one row;
+- ``hbase-rs``: per RegionServer (the ``target`` is its address), the calls about one row it
+  serves (a history page, a group's timeline: ``infra.hbase.call``'s ``at``);
 - ``broker``: the Celery broker's queue-length reads (infra/broker.py), and in an API process
   every task it sends (infra/broker_transport.py).
 
@@ -90,7 +92,7 @@ def open_error(name: str) -> StoreOpen:
     detail = f"the {name} circuit breaker is open: the store did not answer just now"
     if name in DB_STORES:
         return DatabaseOpen(CANNOT_CONNECT, detail)
-    if name == "hbase":
+    if name in ("hbase", "hbase-rs"):
         return HBaseOpen(TTransportException.NOT_OPEN, detail)
     return RedisOpen(detail)
 
@@ -322,6 +324,13 @@ def closed(name: str, where: str = "") -> bool:
     """Whether the store's breaker (of its node at ``where``) lets calls through without a
     probe (unread fast path)."""
     return breaker(name, where).current_state == pybreaker.STATE_CLOSED
+
+
+def forget(name: str, where: str) -> None:
+    """Drop one breaker (a RegionServer that no longer serves any region: its open state would
+    page for ever, with no call left to probe it); a later call makes a closed one."""
+    with _made_lock:
+        _made.pop((name, where), None)
 
 
 def reset() -> None:

@@ -157,7 +157,7 @@ def read(owner: int) -> View:
             return meta, {}
         return meta, _table(conn).row(entries_row(owner, meta.generation))
 
-    meta, row = hbase.call(get)
+    meta, row = hbase.call(get, at=(TABLE, rowkey(owner)))  # both rows share the owner's prefix
     if meta is None or meta.state != READY:
         return View(meta, None, 0)
     return View(meta, _valid_prefix(meta, row), len(row))

@@ -204,4 +204,4 @@ class HBaseInbox(Inbox):
         def scan(conn: happybase.Connection) -> list[InboxEntry]:
             return [parse_row(k, d) for k, d in conn.table(TABLE).scan(**kwargs)]
 
-        return hbase.call(scan)
+        return hbase.call(scan, at=(TABLE, start))  # one owner's rows: one region

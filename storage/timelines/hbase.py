@@ -79,7 +79,7 @@ class HBaseGroupTimeline(GroupTimeline):
         def scan(conn: happybase.Connection) -> list[GroupEntry]:
             return [parse_row(k, d) for k, d in conn.table(TABLE).scan(**kwargs)]
 
-        return hbase.call(scan)
+        return hbase.call(scan, at=(TABLE, start))  # one group's rows: one region
 
     def _delete(self, keys: Sequence[Key]) -> None:
         def delete(conn: happybase.Connection) -> None:
