@@ -42,6 +42,7 @@ read at scrape time, this process's view):
 - ``hbase``: every Thrift call through ``infra.hbase.call``, but those about one row;
 - ``hbase-rs``: per RegionServer (the ``target`` is its address), the calls about one row it
   serves (a history page, a group's timeline: ``infra.hbase.call``'s ``at``);
+- ``live-layer``: the pushes to the live gateways through the channel layer (live/pusher.py);
 - ``broker``: the Celery broker's queue-length reads (infra/broker.py), and in an API process
   every task it sends (infra/broker_transport.py).
 
@@ -101,7 +102,8 @@ CANNOT_CONNECT = 2003  # MySQL's client code for a server it cannot reach
 STATE_VALUES = {pybreaker.STATE_CLOSED: 0, pybreaker.STATE_HALF_OPEN: 1, pybreaker.STATE_OPEN: 2}
 DB_BREAKERS = {"default": "mariadb", "replica": "replica"}  # database alias -> breaker
 DB_STORES = frozenset(DB_BREAKERS.values())
-REDIS_URLS = {"redis": "REDIS_URL", "broker": "CELERY_BROKER_URL"}  # breaker -> its setting
+# breaker -> the setting of its Redis
+REDIS_URLS = {"redis": "REDIS_URL", "broker": "CELERY_BROKER_URL", "live-layer": "LIVE_REDIS_URL"}
 
 
 Ping = Callable[[str, float], None]  # (the store's address, timeout in s): raises unless it answers
@@ -206,7 +208,7 @@ def target(name: str) -> str:
 # 503), so nothing is gained by asking it again. At BREAKER_FAIL_MAX (2), a frozen replica cost
 # an API process two requests of 2 s each: the read that met it, then the router's lag check a
 # second later (tests/api/test_freezes.py, replica frozen; one since).
-FAIL_MAX = {"replica": 1}
+FAIL_MAX = {"replica": 1, "live-layer": 1}  # the layer's: live/pusher.py
 
 
 def _new(name: str, where: str) -> Breaker:
@@ -299,6 +301,7 @@ def _ping_mysql(where: str, timeout_s: float) -> None:
 PINGS: dict[str, Ping] = {
     "redis": _ping_redis,
     "broker": functools.partial(_ping_redis, setting="CELERY_BROKER_URL"),
+    "live-layer": functools.partial(_ping_redis, setting="LIVE_REDIS_URL"),
     "mariadb": _ping_mysql,
     "replica": _ping_mysql,
 }

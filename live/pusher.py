@@ -18,6 +18,11 @@ BENCHMARKS.md for after. The members are read the way ``channels_redis`` reads t
 ``group_send`` (its group key, ``group_expiry``), so groups stay Channels' own: joined and left by
 the gateway (``live.gateway.hub``) with ``group_add`` / ``group_discard``.
 
+Gray failures: the wait for the layer is bounded by the ``redis`` read timeout and goes through
+the layer's own circuit breaker (``LAYER``): a layer that does not answer costs one call that
+timeout, then nothing while the breaker is open (the pushes are lost, logged by the caller; the
+gateways' own receive fails too, and each of their connections catches up from its log).
+
 The sends run on one event-loop thread per process, started on first use (after a fork, a new
 one), with its own channel-layer instance: redis-py's asyncio connections belong to the loop that
 opened them, so the gateway's own loop and this one never share a pool, and a worker does not
@@ -39,10 +44,16 @@ from channels.layers import BaseChannelLayer, channel_layers
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
+from infra import breakers, timeouts
 from live.protocol import BATCH
 
 log = logging.getLogger(__name__)
-SEND_TIMEOUT_S = 5.0
+# The channel layer's circuit breaker (infra/breakers.py; it opens at the first no-answer: a push
+# is best effort, the log is the truth). With the layer's Redis cut off alone (on a Redis Cluster
+# deployment it is the broker's), every API call that pushed to an online device waited 5 s for
+# the push, one after another (tests/api/test_freeze_sweep.py, the broker black-holed): a send,
+# a read mark, a recall, a delete for me, a group send. Now the first waits the API's 1 s.
+LAYER = "live-layer"
 # Sends in flight per process: the layer's connection pool (100) refuses more rather than
 # waiting (MaxConnectionsError, the pushes lost).
 SENDS_AT_ONCE = 50
@@ -51,11 +62,21 @@ _state: dict[str, Any] = {}  # pid, loop, layer of this process
 
 
 def group_send_many(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    if not messages:
-        return
+    """Raises what the layer raised, or TimeoutError, when the pushes were not all handed over
+    within the ``redis`` read timeout of this process (1 s in an API process); while the
+    layer's breaker is open, at once (``LAYER``)."""
+    if messages:
+        breakers.guarded(LAYER, _send_and_wait, messages)
+
+
+def _send_and_wait(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
     loop, layer = _loop_and_layer()
     future = asyncio.run_coroutine_threadsafe(_send(layer, messages, _state["slots"]), loop)
-    future.result(timeout=SEND_TIMEOUT_S)
+    try:
+        future.result(timeout=timeouts.read_s("redis"))
+    except TimeoutError:
+        future.cancel()  # its slot and connection back, not held until the layer answers
+        raise
 
 
 async def _send(

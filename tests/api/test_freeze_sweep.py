@@ -12,14 +12,17 @@ MariaDB with the SQL inbox, HBase's Thrift gateway with the HBase one.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import pytest
 from django.test import override_settings
+from websockets.sync.client import connect
 
 from api.models import Scope
 from bulk import fanout, ledger
@@ -182,20 +185,34 @@ def broker_proxy() -> Iterator[tuple[str, int]]:
 def test_every_endpoint_answers_as_usual_while_the_broker_alone_is_black_holed(
     transactional_db: Any, broker_proxy: tuple[str, int], uids: Uids
 ) -> None:
-    """The broker on a server of its own, cut off (a toxiproxy ``timeout`` toxic: nothing
-    passes, nothing is closed); every store holding data answers. No endpoint needs the broker
+    """The broker on a server of its own, carrying the live channel layer too (as when the data
+    keys are on a Redis Cluster), cut off (a toxiproxy ``timeout`` toxic: nothing passes,
+    nothing is closed), with the 1:1 receiver's device connected; every store holding data
+    answers. No endpoint needs the broker
     to answer: each gives its normal status, none a 503, within the deadline (a group send
     waited 20 s for Celery's result backend, on the broker's Redis, before tasks ignored their
     results); the campaign the API accepted is planned by the sweep once the broker is back."""
     name, broker_port = broker_proxy
-    with api_server(CELERY_BROKER_URL=f"redis://127.0.0.1:{broker_port}/3") as port:
+    broker = f"redis://127.0.0.1:{broker_port}/3"
+    with api_server(CELERY_BROKER_URL=broker, LIVE_REDIS_URL=broker) as port:
         calls = every_endpoint(port, uids)
-        with toxic(name, "timeout", "downstream", timeout=0):
+        # the 1:1 send's receiver online: a push is due
+        with device_of(port, calls[0]), toxic(name, "timeout", "downstream", timeout=0):
             answers = [(c, answer_of(port, c)) for c in calls]
     assert_in_time("the broker black-holed", answers)
     assert [(c.name, a.status) for c, a in answers if a.status >= 500] == []
     created = next(a for c, a in answers if c.name == "POST /campaigns")
     assert_planned_by_the_sweep(int(created.body["id"]))
+
+
+@contextmanager
+def device_of(port: int, send: Call) -> Iterator[None]:
+    """A live connection of ``send``'s receiver to the server on ``port``, open meanwhile."""
+    receiver = send.body["receiver_uid"]
+    minted = ok(port, "POST", f"/users/{receiver}/live-tokens", send.token, {"device_id": "ph"})
+    with connect(f"ws://127.0.0.1:{port}/live/v1?token={minted['token']}") as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "hello"
+        yield
 
 
 def answers_200(port: int, read: Call) -> bool:
