@@ -131,12 +131,14 @@ def assert_every_recipient_exact(
     assert wrong == set()
 
 
-def test_hbase_gateways_down_30_s_mid_campaign(campaign_setup: Scenario) -> None:
+def test_hbase_gateways_down_mid_campaign(campaign_setup: Scenario) -> None:
+    """Held 10 s like the freezes below: past the breakers' opening and a few sweeps, the rest
+    of an outage is more of the same wait (scripts/fault_drill.py holds each fault 30 s)."""
     down, up = (
         (lambda: services("stop", "hbase-thrift")),
         (lambda: services("start", "hbase-thrift")),
     )
-    campaign = run_with_fault(campaign_setup, down, up, hold_s=30)
+    campaign = run_with_fault(campaign_setup, down, up, hold_s=10)
     assert_every_recipient_exact(campaign, campaign_setup)
 
 
