@@ -140,7 +140,7 @@ def table(conn: happybase.Connection, name: str) -> happybase.Table:
 
 def reset_pools() -> None:
     _pools.clear()
-    regions.maps.clear()
+    regions.forget()
 
 
 def _ping_at(where: str, timeout_s: float) -> None:
@@ -187,10 +187,17 @@ class RegionMaps:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.forget()
+
+    def forget(self) -> None:
+        """No map: the next calls read them again (a fork, a settings change)."""
+        self.pid = os.getpid()
         self.maps: dict[bytes, tuple[float, list[bytes], list[str]]] = {}
         self.reading: set[bytes] = set()
 
     def server_of(self, table: str, row: bytes) -> str:
+        if os.getpid() != self.pid:  # a forked child: its parent's reading threads are not here
+            self.forget()
         name = f"{options()['TABLE_PREFIX']}_{table}".encode()
         found = self.maps.get(name)
         if found is None or time.monotonic() - found[0] >= REGIONS_TTL_S:
