@@ -95,6 +95,21 @@ def _start_embedded_redis(sender: Celery, **kwargs: object) -> None:
 
 
 @signals.worker_init.connect
+def _worker_role(**kwargs: object) -> None:
+    """A worker with an API process's role (a shared environment file, a test process that
+    imported ``config.wsgi``) would wait the API's short timeouts and treat a broker that does not
+    answer as a send to give up (infra/broker_transport.py): its consumer stopped at the first
+    broker blip. It does not start."""
+    from django.conf import settings
+
+    if settings.PROCESS_ROLE == "api":
+        raise SystemExit(
+            "missive: MISSIVE_PROCESS_ROLE=api is for API processes; start Celery workers "
+            "without it (or with MISSIVE_PROCESS_ROLE=worker)."
+        )
+
+
+@signals.worker_init.connect
 def _warm(**kwargs: object) -> None:
     """Per-process work done once in a worker's main process, before it forks its pool."""
     from infra.heap import freeze_startup_heap

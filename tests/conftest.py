@@ -134,6 +134,18 @@ def closed_breakers() -> None:
 
 
 @pytest.fixture(autouse=True)
+def no_process_role_left() -> Iterator[None]:
+    """pytest-django's live server imports config.wsgi, and some tests config.asgi: each sets
+    MISSIVE_PROCESS_ROLE=api in this process's environment, which every worker, server and
+    command started after it inherited (in the full suite, every Celery worker of tests/bulk ran
+    with an API process's timeouts). Taken out again after each test that set it."""
+    had = "MISSIVE_PROCESS_ROLE" in os.environ
+    yield
+    if not had:
+        os.environ.pop("MISSIVE_PROCESS_ROLE", None)
+
+
+@pytest.fixture(autouse=True)
 def clean_redis(closed_breakers: None) -> None:
     from infra.redis import get_redis
 
@@ -166,6 +178,9 @@ def worker_env(db_name: str) -> dict[str, str]:
         f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT'] or 3306}/{db_name}"
     )
     env["REDIS_CLUSTER"] = "1" if settings.REDIS_CLUSTER else "0"  # the data keys' Redis too
+    # a worker's role, whatever this process's environment says: pytest-django's live server
+    # imports config.wsgi, which sets MISSIVE_PROCESS_ROLE=api here for the rest of the session
+    env["MISSIVE_PROCESS_ROLE"] = "worker"
     return env
 
 

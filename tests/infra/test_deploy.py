@@ -121,3 +121,19 @@ def test_the_one_machine_mode_keeps_a_random_key_of_its_own(tmp_path: Path) -> N
     assert shown == [key, key]
     assert len(key) >= 50
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+
+
+def test_a_celery_worker_with_the_api_role_stops_with_one_sentence() -> None:
+    """MISSIVE_PROCESS_ROLE=api (say, from an environment file shared with the API's unit) would
+    give a worker the API's timeouts and sends that give up at once: it refuses to start."""
+    cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "test.role", "-c", "1"]
+    done = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "MISSIVE_PROCESS_ROLE": "api"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "MISSIVE_PROCESS_ROLE=api is for API processes" in done.stderr + done.stdout

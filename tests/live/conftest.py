@@ -47,6 +47,7 @@ def free_port() -> int:
 def start_gateway(port: int, **extra: str) -> subprocess.Popen[bytes]:
     """A gateway process on ``port``, ``extra`` over its environment."""
     env = worker_env(settings.DATABASES["default"]["NAME"])
+    del env["MISSIVE_PROCESS_ROLE"]  # an API process: config.asgi sets its role
     # the tests' key: a token minted in this process (an expired one) is checked by the gateway
     env.update(DJANGO_SECRET_KEY=settings.SECRET_KEY, LIVE_LOG_MAXLEN=str(LOG_MAXLEN))
     env.update(LIVE_BACKLOG=str(BACKLOG), LIVE_HEARTBEAT_S=str(HEARTBEAT_S))
