@@ -102,7 +102,10 @@ def _worker_role(**kwargs: object) -> None:
     broker blip. It does not start."""
     from django.conf import settings
 
+    from infra import embedded
+
     if settings.PROCESS_ROLE == "api":
+        embedded.stop_if_started(settings.VAR_DIR)  # the one-machine mode's, if it started it
         raise SystemExit(
             "missive: MISSIVE_PROCESS_ROLE=api is for API processes; start Celery workers "
             "without it (or with MISSIVE_PROCESS_ROLE=worker)."
