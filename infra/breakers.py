@@ -285,7 +285,7 @@ def _answers(where: str, timeout_s: float, hello: bytes = b"") -> None:
             raise ConnectionResetError(f"{where} closed the connection")
 
 
-def _ping_redis(where: str, timeout_s: float, setting: str = "REDIS_URL") -> None:
+def _ping_redis(where: str, timeout_s: float, setting: str) -> None:
     if not str(getattr(settings, setting)).startswith("rediss:"):  # TLS: no answer to a PING
         _answers(where, timeout_s, b"*1\r\n$4\r\nPING\r\n")  # any reply, even -NOAUTH
 
@@ -299,9 +299,7 @@ def _ping_mysql(where: str, timeout_s: float) -> None:
 
 
 PINGS: dict[str, Ping] = {
-    "redis": _ping_redis,
-    "broker": functools.partial(_ping_redis, setting="CELERY_BROKER_URL"),
-    "live-layer": functools.partial(_ping_redis, setting="LIVE_REDIS_URL"),
+    **{name: functools.partial(_ping_redis, setting=url) for name, url in REDIS_URLS.items()},
     "mariadb": _ping_mysql,
     "replica": _ping_mysql,
 }

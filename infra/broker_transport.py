@@ -34,7 +34,7 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 from kombu.transport import redis, virtual
 
-from infra import breakers
+from infra import breakers, broker
 from infra.store_errors import timed_out
 
 T = TypeVar("T")
@@ -87,7 +87,7 @@ def _in_api(call: Callable[[], T]) -> T:
     if settings.PROCESS_ROLE != "api":
         return call()
     try:
-        return breakers.guarded("broker", call)
+        return broker.guarded(call)
     except (redis_py.RedisError, OSError) as exc:
         if isinstance(exc, breakers.StoreOpen) or timed_out(exc):
             raise BrokerNoAnswer(f"the broker did not answer: {exc!r}") from exc

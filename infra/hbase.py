@@ -46,6 +46,11 @@ def address() -> str:
     return f"{options()['HOST']}:{options()['PORT']}"
 
 
+def full_name(table: str) -> bytes:
+    """A table's name in HBase: HBASE_TABLE_PREFIX, ``_``, the table."""
+    return f"{options()['TABLE_PREFIX']}_{table}".encode()
+
+
 def pool() -> happybase.ConnectionPool:
     opts = options()
     key = (os.getpid(), f"{address()}/{opts['TABLE_PREFIX']}")
@@ -198,7 +203,7 @@ class RegionMaps:
     def server_of(self, table: str, row: bytes) -> str:
         if os.getpid() != self.pid:  # a forked child: its parent's reading threads are not here
             self.forget()
-        name = f"{options()['TABLE_PREFIX']}_{table}".encode()
+        name = full_name(table)
         found = self.maps.get(name)
         if found is None or time.monotonic() - found[0] >= REGIONS_TTL_S:
             self._read_soon(name)

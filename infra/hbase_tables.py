@@ -42,8 +42,7 @@ def _client() -> Any:
     return make_client(_idl.THBaseService, opts["HOST"], opts["THRIFT2_PORT"], timeout=120_000)
 
 
-def full_name(name: str) -> bytes:
-    return f"{hbase.options()['TABLE_PREFIX']}_{name}".encode()
+full_name = hbase.full_name
 
 
 def ensure_tables() -> list[str]:
