@@ -149,7 +149,9 @@ def test_a_cached_page_costs_no_sql_and_a_redis_flush_is_answered_by_hbase(
     assert reads("redis", "hit") == hits + 1
     flush_redis_lists(uid)
     hbase_hits = reads("hbase", "hit")
-    with django_assert_num_queries(0):
+    # HBase answers however long it takes here (``from_hbase`` below says why): past the hedge's
+    # 20 ms a loaded machine's read was answered by MySQL, 6 queries
+    with override_settings(CONVCACHE_HEDGE_MS=10_000), django_assert_num_queries(0):
         assert selectors.conversation_list(uid, limit=20) == first
     assert reads("hbase", "hit") == hbase_hits + 1
 
