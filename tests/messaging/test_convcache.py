@@ -149,9 +149,7 @@ def test_a_cached_page_costs_no_sql_and_a_redis_flush_is_answered_by_hbase(
     assert reads("redis", "hit") == hits + 1
     flush_redis_lists(uid)
     hbase_hits = reads("hbase", "hit")
-    # HBase answers however long it takes here (``from_hbase`` below says why): past the hedge's
-    # 20 ms a loaded machine's read was answered by MySQL, 6 queries
-    with override_settings(CONVCACHE_HEDGE_MS=10_000), django_assert_num_queries(0):
+    with waiting_for_hbase(), django_assert_num_queries(0):
         assert selectors.conversation_list(uid, limit=20) == first
     assert reads("hbase", "hit") == hbase_hits + 1
 
@@ -258,13 +256,18 @@ def bulk(sender: int, receivers: list[int], text: str) -> int:
     return msgkey
 
 
+def waiting_for_hbase() -> override_settings:
+    """The hedge waits for HBase as long as it takes: after its 20 ms the reader asks MySQL, and
+    inside a test's transaction reads it at once (a loaded CI machine's HBase read took longer,
+    twice: once here, once in the cached-page test, 6 queries)."""
+    return override_settings(CONVCACHE_HEDGE_MS=10_000)
+
+
 def from_hbase(owner: int) -> list[tuple[int, str | None]]:
-    """The owner's list with Redis's copy dropped: answered by their HBase row. The hedge waits
-    for HBase as long as it takes here: after its 20 ms the reader asks MySQL, and inside a test's
-    transaction reads it at once (a loaded CI machine's HBase read took longer once)."""
+    """The owner's list with Redis's copy dropped: answered by their HBase row."""
     flush_redis_lists(owner)
     hits = reads("hbase", "hit")
-    with override_settings(CONVCACHE_HEDGE_MS=10_000):
+    with waiting_for_hbase():
         seen = previews(owner)
     assert reads("hbase", "hit") == hits + 1, "not answered by HBase"
     return seen
