@@ -387,6 +387,12 @@ CELERY_BEAT_SCHEDULE = {
     # Data past its retention (RETENTION_*_DAYS) ages out once an hour, in bounded batches; a run
     # that finds nothing due costs a few indexed reads.
     "retention-run": {"task": "retention.run", "schedule": 3600.0, "options": {"expires": 3000.0}},
+    # Group pushes parked while the broker was out (live/tasks.py), sent once it answers.
+    "live-parked-group-pushes": {
+        "task": "live.resend_parked_group_pushes",
+        "schedule": 5.0,
+        "options": {"expires": 5.0},
+    },
 }
 
 # --- API ---------------------------------------------------------------------------------------

@@ -13,9 +13,14 @@ tag ``{u:<uid>}``, so each Lua call touches one Redis Cluster slot).
   before it) and ``floor`` (the last position that survived it: the same log goes on after it).
 - ``live:{u:<uid>}:log``   STREAM of events, entry id ``0-<pos>``, fields ``e`` (the frame
   without its cursor, JSON) and ``ms``; exact MAXLEN ``LIVE_LOG_MAXLEN``.
+- ``live:{parked}:group_pushes``  LIST of ``{"gid", "event"}`` (JSON): group pushes the broker did
+  not take, oldest first, at most ``PARKED_MAX`` (live/services.py); the beat's
+  ``live.resend_parked_group_pushes`` sends them once the broker answers.
 """
 
 from __future__ import annotations
+
+PARKED_GROUP_PUSHES = "live:{parked}:group_pushes"
 
 
 def _tag(uid: int) -> str:

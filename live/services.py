@@ -29,10 +29,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import redis
 from django.conf import settings
@@ -261,3 +261,44 @@ def connections_touch(devices: Sequence[tuple[int, str]]) -> None:
 def connection_close(*, uid: int, device_id: str) -> None:
     user_keys = keys.user_keys(uid)[:3]
     scripts.call("disconnect", user_keys, [device_id, now_ms(), _window_s()])
+
+
+# -- group pushes the broker did not take ------------------------------------------------------
+PARKED_MAX = 10_000  # kept while the broker is out; past it the oldest go (a log line says so)
+PARKED_BATCH = 100  # taken off the list per call (the beat sends its task every 5 s)
+
+
+def park_group_push(gid: int, event: Event) -> None:
+    """Keeps a group push the broker did not take on the data Redis (keys.PARKED_GROUP_PUSHES),
+    for ``resend_parked_group_pushes``: the group's online devices get it, late, once the broker
+    answers. Raises what Redis raises (the caller logs the push as lost)."""
+    pipe = get_redis().pipeline(transaction=False)
+    pipe.rpush(keys.PARKED_GROUP_PUSHES, json.dumps({"gid": gid, "event": event}))
+    pipe.ltrim(keys.PARKED_GROUP_PUSHES, -PARKED_MAX, -1)
+    length, _ = pipe.execute()
+    if length > PARKED_MAX:
+        log.warning("live: %d parked group pushes dropped, the oldest", length - PARKED_MAX)
+
+
+def resend_parked_group_pushes(send: Callable[[int, Event], object]) -> int:
+    """Hands each parked push to ``send`` (``group_push.delay``), oldest first; returns how many.
+    A push ``send`` fails on goes back to the list's head with those after it, and the error is
+    raised. At least once, like every push: a process that dies between taking a slice off the
+    list and sending it loses that slice's pushes (at most PARKED_BATCH), which the devices then
+    see when they next read."""
+    sent = 0
+    while items := _parked_slice():
+        for done, raw in enumerate(items):
+            item = json.loads(raw)
+            try:
+                send(int(item["gid"]), item["event"])
+            except Exception:
+                get_redis().lpush(keys.PARKED_GROUP_PUSHES, *reversed(items[done:]))
+                raise
+            sent += 1
+    return sent
+
+
+def _parked_slice() -> list[bytes]:
+    """Up to PARKED_BATCH parked pushes taken off the list's head (LPOP with a count: a list)."""
+    return cast("list[bytes]", get_redis().lpop(keys.PARKED_GROUP_PUSHES, PARKED_BATCH) or [])

@@ -7,8 +7,11 @@ recently online; pushes for the connected only): a 100,000-member group with 2,0
 device then sees twice (it keys messages by msgkey). ``enqueue_group_push`` is the group sink of
 ``infra.live_hooks``. A broker that does not take the task never fails the send: a group of at
 most INLINE_MAX_MEMBERS members is pushed from the sender's process instead (one member query,
-one Redis call), and a bigger group's pushes are lost (logged; its devices see the message when
-they next read). Before, every group's pushes were lost while the broker was out.
+one Redis call); a bigger group's push is parked on the data Redis (``services.park_group_push``)
+and ``resend_parked_group_pushes``, which the beat sends every 5 s, hands it to ``group_push``
+once the broker answers: its online devices get it late rather than never. Only when the data
+Redis does not answer either is a push lost (logged, counted; its devices see the message when
+they next read).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from typing import Any
 
 from celery import shared_task
 from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from groups.selectors import member_uid_chunks
+from infra import metrics
 from live import services
 
 log = logging.getLogger(__name__)
@@ -47,10 +52,22 @@ def enqueue_group_push(gid: int, event: dict[str, Any]) -> None:
 
 def _push_here(gid: int, event: dict[str, Any], exc: BaseException) -> None:
     """The broker did not take ``group_push``: the members pushed from this process when the
-    group fits in one chunk, else the pushes are lost (module docstring)."""
+    group fits in one chunk, else the push parked for the beat (module docstring)."""
     members = next(member_uid_chunks(gid, INLINE_MAX_MEMBERS + 1), [])
-    if len(members) > INLINE_MAX_MEMBERS:
-        log.warning("live: group %s pushes lost, the broker did not take them: %r", gid, exc)
+    if len(members) <= INLINE_MAX_MEMBERS:
+        log.warning("live: group %s pushed from the sender's process, the broker: %r", gid, exc)
+        services.publish_many(members, event)
         return
-    log.warning("live: group %s pushed from the sender's process, the broker: %r", gid, exc)
-    services.publish_many(members, event)
+    try:
+        services.park_group_push(gid, event)
+    except RedisError as parked:
+        log.warning("live: group %s push lost, neither broker nor Redis took it: %r", gid, parked)
+        metrics.inc("live_group_pushes_parked", outcome="lost")
+        return
+    log.warning("live: group %s push parked until the broker answers: %r", gid, exc)
+    metrics.inc("live_group_pushes_parked", outcome="parked")
+
+
+@shared_task(name="live.resend_parked_group_pushes", queue="messaging", acks_late=True)
+def resend_parked_group_pushes() -> int:
+    return services.resend_parked_group_pushes(group_push.delay)

@@ -1,7 +1,8 @@
 """Pushes from every kind of traffic, received on a real WebSocket: a campaign's batches and its
 recall (run here, pushed through the channel layer to a gateway process) reach its online
-recipients only; a group message reaches the members' devices through a real Celery worker; a
-group read moves the badge on the reader's other devices."""
+recipients only; a group message reaches the members' devices through a real Celery worker, and
+while the broker is out from the sender's process (a small group) or once the broker answers (a
+big one); a group read moves the badge on the reader's other devices."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 
 from bulk.models import CampaignBatch
 from bulk.recall import batch_recall
+from groups.models import UIDS_PER_CALL
+from groups.services import group_create, group_members_add
 from infra.redis import get_redis
 from live import keys
+from live.tasks import INLINE_MAX_MEMBERS, resend_parked_group_pushes
 from tests.bulk.helpers import business_with_followers, launch, run_synchronously
 from tests.live.conftest import Http, Opener, free_port, start_gateway
 
@@ -99,6 +103,45 @@ def test_a_group_message_reaches_the_members_devices_while_the_broker_is_down(
             assert got["conversation"] == {"kind": "group", "gid": gid}
             message = got["message"]
             assert (message["msgkey"], message["seq"]) == (sent["msgkey"], sent["seq"])
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=15)
+
+
+def test_a_big_groups_message_sent_while_the_broker_is_down_reaches_the_devices_once_it_answers(
+    backend: Backend, uids: Any, open_device: Opener, workers: Any
+) -> None:
+    """A group of more members than the sender's process pushes itself (one chunk), sent through
+    a gateway whose broker refuses every connection: the send is accepted, its push is parked on
+    the data Redis, and no device hears anything yet. Once the broker answers, the beat's
+    ``live.resend_parked_group_pushes`` (run here) hands it to a real worker, which pushes it to
+    the members' devices on both gateways. Before, such a push was lost."""
+    owner, *members = uids(INLINE_MAX_MEMBERS + 1)
+    group = group_create(owner_uid=owner, name="big", member_uids=members[:UIDS_PER_CALL])[0]
+    for start in range(UIDS_PER_CALL, len(members), UIDS_PER_CALL):
+        part = members[start : start + UIDS_PER_CALL]
+        group_members_add(gid=group.gid, actor_uid=owner, uids=part)
+    gid = str(group.gid)
+    port = free_port()
+    gateway = start_gateway(port, CELERY_BROKER_URL=f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        api = Http(port, backend[0].token)
+        here = open_device(port, api.token_for(members[0], "phone"))
+        elsewhere = open_device(backend[1].port, api.token_for(members[-1], "tablet"))
+        text = {"type": "text", "text": "hi"}
+        body = {"sender_uid": owner, "content": text, "client_msg_id": "big"}
+
+        sent = api.ok("POST", f"/groups/{gid}/messages", body)
+
+        assert here.quiet()
+        assert elsewhere.quiet()
+        assert get_redis().llen(keys.PARKED_GROUP_PUSHES) == 1
+        workers.start(queues="messaging", concurrency=1)
+        assert resend_parked_group_pushes() == 1
+        for device in (here, elsewhere):
+            message = device.next(timeout=30)["message"]
+            assert (message["msgkey"], message["seq"]) == (sent["msgkey"], sent["seq"])
+        assert get_redis().llen(keys.PARKED_GROUP_PUSHES) == 0
     finally:
         gateway.terminate()
         gateway.wait(timeout=15)
