@@ -321,6 +321,12 @@ def record_failure(name: str, exc: BaseException, where: str = "") -> None:
         guarded_at(name, where, fail)
 
 
+def trip(name: str, where: str = "") -> None:
+    """Open the store's breaker now: its store was found out by other means than a call (the
+    HBase gateway's ping after a RegionServer's call got no answer, infra/hbase.py)."""
+    breaker(name, where).open()
+
+
 def closed(name: str, where: str = "") -> bool:
     """Whether the store's breaker (of its node at ``where``) lets calls through without a
     probe (unread fast path)."""

@@ -9,8 +9,10 @@ corrected. ``UnreadConfig.ready`` hands ``unread_rebuild_user`` to ``storage.cou
 which repairs each user with it on their first read after a Redis restart.
 
 Owners are walked with a keyset cursor on ``owner_uid`` (bounded memory for any number of users).
-Counters that changed while a user was being recomputed are overwritten with the recomputed value:
-run it on a quiet system or accept one message's worth of error for users being written to.
+A user's counters that changed while they were being recomputed (a delivery or a read landed
+meanwhile) are not overwritten: the user is recounted, up to REBUILD_TRIES times, and then left
+as the writes made them (``CountersChanged``; counted in ``RebuildStats.busy``). Each
+conversation's changes between the recount and the replace are guarded as below.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from infra.redis import get_redis
 from messaging import selectors as messaging
 from storage.counters import keys
 from storage.counters.store import (
+    CountersChanged,
     Recounted,
     Replaced,
     recount_guard,
+    unread_digest,
     unread_recount_pairs,
     unread_replace,
 )
@@ -32,6 +36,7 @@ from storage.inbox import get_inbox
 from storage.msgkey import now_ms
 
 OWNER_CHUNK = 1000
+REBUILD_TRIES = 3  # recounts of one user whose counters writes kept changing meanwhile
 
 
 @dataclass
@@ -40,6 +45,7 @@ class RebuildStats:
     users_with_drift: int = 0
     conversations_fixed: int = 0
     total_drift: int = 0
+    busy: int = 0  # users left as they were: writes changed them during each recount
 
     def add(self, replaced: Replaced) -> None:
         self.users += 1
@@ -96,7 +102,18 @@ def unread_rebuild_pairs(pairs: Iterable[tuple[int, int]]) -> int:
 
 
 def unread_rebuild_user(owner_uid: int) -> Replaced:
-    return unread_replace(owner_uid=owner_uid, counts=recount(owner_uid))
+    """Recount the user and replace their counters, unless a write changed them meanwhile (then
+    recount again); ``CountersChanged`` after REBUILD_TRIES such recounts."""
+    for _ in range(REBUILD_TRIES - 1):
+        before = unread_digest(owner_uid)
+        try:
+            return unread_replace(
+                owner_uid=owner_uid, counts=recount(owner_uid), unchanged_since=before
+            )
+        except CountersChanged:
+            continue
+    before = unread_digest(owner_uid)
+    return unread_replace(owner_uid=owner_uid, counts=recount(owner_uid), unchanged_since=before)
 
 
 def unread_rebuild_many(
@@ -104,7 +121,10 @@ def unread_rebuild_many(
 ) -> RebuildStats:
     stats = stats or RebuildStats()
     for owner_uid in owner_uids:
-        stats.add(unread_rebuild_user(owner_uid))
+        try:
+            stats.add(unread_rebuild_user(owner_uid))
+        except CountersChanged:
+            stats.busy += 1
     return stats
 
 

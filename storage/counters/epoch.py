@@ -32,9 +32,9 @@ read position), and nothing else would ever correct them.
   653 of 654 unread reads answered 503 in scripts/fault_drill.py's 30-s MariaDB freeze.
   ``missive_unread_repairs_deferred_total`` counts them.
 
-A read that races a delivery to the same user while it is being repaired may be off by that one
-message until the user's next repair (the same caveat as ``manage.py unread_rebuild``); reads after
-the deliveries settle are exact.
+A repair that a delivery or a read to the same user overtakes (the counters changed between the
+start of its recount and its replace) recounts; after three such tries it leaves the counters as
+the writes made them and the user unverified, and a later read repairs (``unread/rebuild.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from infra.redis import get_redis
 from infra.redis import run_id as redis_run_id
 from infra.store_errors import store_unavailable
 from storage.counters import keys
+from storage.counters.store import CountersChanged
 
 log = logging.getLogger(__name__)
 VERIFIED_TTL_S = 30 * 24 * 3600  # a user idle longer is simply rebuilt again on return
@@ -111,7 +112,10 @@ def ensure_fresh(uid: int) -> bool:
         return False
 
     def repaired() -> bool:
-        rebuild(uid)
+        try:
+            rebuild(uid)
+        except CountersChanged:  # writes kept landing during each recount: a later read repairs
+            return False
         return True
 
     if not put_off(repaired, False):

@@ -77,6 +77,7 @@ def test_rebuild_after_redis_lost_everything_restores_exact_counts(traffic: list
         "users with drift": 2,
         "conversations fixed": 4,
         "total drift": 6,
+        "users left, written to during each recount (run again)": 0,
         "group positions fixed": 0,
     }
     for user in traffic:
@@ -205,6 +206,52 @@ def test_two_repairs_between_a_deliverys_writes_and_its_count_still_count_the_me
     assert set(assert_consistent(owner)) == {"t", "c:business", f"p:{sender}"}
     send(sender, owner, "later")
     assert unread_summary(owner).by_peer == {sender: 2}
+
+
+def test_a_delivery_made_whole_while_a_repair_reads_the_truth_is_counted_once(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repair read the user's conversations before a message's delivery began, and its
+    replace came after the delivery's count: the recount, which never saw the message, would
+    replace its count away (unread 0 for a message delivered: once in scripts/fault_drill.py, a
+    follower read for the first time after the epoch moved while their batch was delivered).
+    The repair now finds the counters changed since it began and recounts."""
+    sender, owner = uids(2)
+    first_recount = rebuild.recount
+
+    def overtaken(owner_uid: int) -> list[tuple[int, str, int, int]]:
+        counted = first_recount(owner_uid)
+        monkeypatch.setattr(rebuild, "recount", first_recount)
+        send(sender, owner, "while the repair read")  # inbox, conversation and count, whole
+        return counted
+
+    monkeypatch.setattr(rebuild, "recount", overtaken)
+    rebuild.unread_rebuild_user(owner)
+
+    assert unread_summary(owner).by_peer == {sender: 1}
+    assert set(assert_consistent(owner)) == {"t", "c:stranger", f"p:{sender}"}
+
+
+def test_a_user_written_to_during_every_recount_is_left_as_the_writes_made_them(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of the repair's recounts overtaken: the counters stay as the deliveries made them,
+    and the command reports the user as left (to run again)."""
+    sender, owner = uids(2)
+    first_recount, sent = rebuild.recount, iter(range(1000))
+
+    def overtaken(owner_uid: int) -> list[tuple[int, str, int, int]]:
+        counted = first_recount(owner_uid)
+        send(sender, owner, f"m{next(sent)}")
+        return counted
+
+    monkeypatch.setattr(rebuild, "recount", overtaken)
+    report = rebuild_report("--uid", str(owner))
+
+    assert report["users left, written to during each recount (run again)"] == 1
+    assert report["users scanned"] == 0
+    assert unread_summary(owner).by_peer == {sender: rebuild.REBUILD_TRIES}
+    assert_consistent(owner)
 
 
 def test_a_repair_after_the_count_arrived_changes_nothing_and_the_next_message_counts(

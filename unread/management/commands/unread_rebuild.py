@@ -55,6 +55,7 @@ class Command(BaseCommand):
             f"users with drift: {stats.users_with_drift}\n"
             f"conversations fixed: {stats.conversations_fixed}\n"
             f"total drift: {stats.total_drift}\n"
+            f"users left, written to during each recount (run again): {stats.busy}\n"
             f"group positions fixed: {groups_fixed}"
         )
 
