@@ -108,12 +108,12 @@ def call(fn: Callable[[happybase.Connection], T], at: tuple[str, bytes] | None =
 
     ``at``: (table, row) when ``fn`` is about that one row: the breaker is then that of the
     RegionServer serving it, as last read (``regions.server_of``; the gateway's until a map was
-    read). The gateway's breaker is asked first all the same: a RegionServer's calls go through
-    the gateway, and a gateway known to be out fails them at once (``gateway_check``)."""
+    read). A RegionServer's calls go through the gateway all the same: while the gateway itself
+    is known to be out (``gateway_check``), they fail at once."""
     server = regions.server_of(*at) if at is not None else ""
     if not server:
         return breakers.guarded("hbase", _call_retrying_once, fn)
-    if not breakers.allows("hbase"):
+    if gateway_check.out:
         raise breakers.open_error("hbase")
     try:
         return breakers.guarded_at("hbase-rs", server, _call_retrying_once, fn)
@@ -213,16 +213,25 @@ breakers.register_ping("hbase", _ping_at)
 
 class GatewayCheck:
     """After a call about one row got no answer, whether the gateway itself answers: a ping
-    (``tables()``, BREAKER_PING_S) on a thread of its own, one at a time; no answer opens the
-    gateway's breaker, and every call fails at once until its own ping answers. A call about one
-    row cannot tell a dead RegionServer from a frozen gateway (both are a timeout on the gateway's
-    connection), and its RegionServer's breaker, whose ping connects to the RegionServer, probed
-    through the frozen gateway every second: with the gateways frozen, a history read in four
-    took 2 s (tests/api/test_hbase_freezes.py); now only the first ones."""
+    (``tables()``, BREAKER_PING_S) on a thread of its own, one at a time. No answer marks the
+    gateway out (``out``: every call about one row fails at once) and opens its breaker (the
+    other calls too), and the thread pings again every BREAKER_RESET_S until it answers. A call
+    about one row cannot tell a dead RegionServer from a frozen gateway (both are a timeout on
+    the gateway's connection), and its RegionServer's breaker, whose ping connects to the
+    RegionServer, probed through the frozen gateway every second: with the gateways frozen, one
+    history read in four took 2 s (tests/api/test_hbase_freezes.py), and with the reconnects
+    below, 8.03 s (scripts/fault_drill.py). Only the gateway's own answer marks it out, so one
+    dead RegionServer (whose writes may open the gateway's breaker) still fails no other
+    RegionServer's reads."""
 
     def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Nothing known (a forked child: its parent's checking thread is not in it)."""
         self.lock = threading.Lock()
         self.running = False
+        self.out = False
 
     def soon(self) -> None:
         with self.lock:
@@ -233,17 +242,28 @@ class GatewayCheck:
 
     def _check(self) -> None:
         try:
-            ping(settings.BREAKER_PING_S)
-        except Exception as exc:
-            if store_down(exc):
-                log.warning("hbase: the gateway did not answer a ping: %r", exc)
+            while not self._answers():
+                if not self.out:
+                    log.warning("hbase: the Thrift gateway did not answer a ping")
+                self.out = True
                 breakers.trip("hbase")
+                time.sleep(settings.BREAKER_RESET_S)
+            self.out = False
         finally:
             with self.lock:
                 self.running = False
 
+    @staticmethod
+    def _answers() -> bool:
+        try:
+            ping(settings.BREAKER_PING_S)
+        except Exception as exc:
+            return not store_down(exc)
+        return True
+
 
 gateway_check = GatewayCheck()
+os.register_at_fork(after_in_child=gateway_check.forget)
 
 
 def _connects(where: str, timeout_s: float) -> None:
