@@ -28,6 +28,7 @@ from storage.counters.store import (
     Recounted,
     Replaced,
     recount_guard,
+    unread_counts_of_pairs,
     unread_digest,
     unread_recount_pairs,
     unread_replace,
@@ -95,10 +96,16 @@ def _recounted(convs: Sequence[Conv]) -> list[tuple[int, Recounted]]:
 
 def unread_rebuild_pairs(pairs: Iterable[tuple[int, int]]) -> int:
     """Recount these conversations and set their counts (the owners' others stay); returns how
-    many owners."""
-    counts = recount_pairs(pairs)
-    unread_recount_pairs(counts)
-    return len(counts)
+    many owners. A conversation whose count a write changed during its recount is recounted,
+    up to REBUILD_TRIES times, then left as the writes made it."""
+    wanted = sorted(set(pairs))
+    owners = {owner for owner, _ in wanted}
+    for _ in range(REBUILD_TRIES):
+        before = unread_counts_of_pairs(wanted)
+        wanted = sorted(unread_recount_pairs(recount_pairs(wanted), before))
+        if not wanted:
+            break
+    return len(owners)
 
 
 def unread_rebuild_user(owner_uid: int) -> Replaced:

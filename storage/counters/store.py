@@ -193,17 +193,44 @@ Recounted = tuple[int, str, int, int]  # (peer, category, count, counted_upto): 
 RECOUNT_PIPELINE = 1000  # owners per round trip
 
 
-def unread_recount_pairs(counts: Mapping[int, Sequence[Recounted]]) -> None:
+Pair = tuple[int, int]  # (owner, peer)
+
+
+def unread_counts_of_pairs(pairs: Sequence[Pair]) -> dict[Pair, int]:
+    """Each conversation's count as Redis holds it now (0: none), read before a recount of them
+    begins: ``unread_recount_pairs``'s ``before``; a round trip per RECOUNT_PIPELINE."""
+    found: dict[Pair, int] = {}
+    for start in range(0, len(pairs), RECOUNT_PIPELINE):
+        chunk = pairs[start : start + RECOUNT_PIPELINE]
+        pipe = get_redis().pipeline(transaction=False)
+        for owner, peer in chunk:
+            pipe.hget(keys.unread(owner), f"p:{peer}")
+        found.update(zip(chunk, (int(v or 0) for v in pipe.execute()), strict=True))
+    return found
+
+
+def unread_recount_pairs(
+    counts: Mapping[int, Sequence[Recounted]], before: Mapping[Pair, int] | None = None
+) -> set[Pair]:
     """Set some conversations' counts (per owner, recounted ``(peer, category, count,
     counted_upto)``) and leave each owner's others (``recount_peers.lua``); a round trip per
-    RECOUNT_PIPELINE owners."""
-    owners = list(counts)
+    RECOUNT_PIPELINE owners. With ``before`` (``unread_counts_of_pairs`` before the recount), a
+    conversation whose count changed since is left as it is, and returned: a delivery or a read
+    that landed whole while the truth was read is not set away (``unread_replace``'s reason)."""
+    owners, left = list(counts), set[Pair]()
     for start in range(0, len(owners), RECOUNT_PIPELINE):
+        chunk = owners[start : start + RECOUNT_PIPELINE]
         pipe = get_redis().pipeline(transaction=False)
-        for owner in owners[start : start + RECOUNT_PIPELINE]:
-            args = [v for recounted in counts[owner] for v in recounted]
+        for owner in chunk:
+            args = [
+                v
+                for peer, category, n, upto in counts[owner]
+                for v in (peer, category, n, upto, "*" if before is None else before[owner, peer])
+            ]
             lua.call("recount_peers", [keys.unread(owner)], args, client=pipe)
-        pipe.execute()
+        for owner, reply in zip(chunk, pipe.execute(), strict=True):
+            left.update((owner, int(peer)) for peer in reply[1:])
+    return left
 
 
 # -- reads -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from io import StringIO
+from typing import Any
 
 import pytest
 import redis
@@ -230,6 +231,28 @@ def test_a_delivery_made_whole_while_a_repair_reads_the_truth_is_counted_once(
 
     assert unread_summary(owner).by_peer == {sender: 1}
     assert set(assert_consistent(owner)) == {"t", "c:stranger", f"p:{sender}"}
+
+
+def test_a_delivery_made_whole_while_a_conversations_recount_reads_the_truth_is_counted_once(
+    uids: Uids, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The binlog follower's recount of one conversation (a read position moved in SQL), with a
+    delivery to that conversation landing whole between its read of the truth and its set."""
+    sender, owner = uids(2)
+    send(sender, owner, "before")
+    first_recount = rebuild.recount_pairs
+
+    def overtaken(pairs: Any) -> Any:
+        counted = first_recount(pairs)
+        monkeypatch.setattr(rebuild, "recount_pairs", first_recount)
+        send(sender, owner, "while the recount read")
+        return counted
+
+    monkeypatch.setattr(rebuild, "recount_pairs", overtaken)
+    assert rebuild.unread_rebuild_pairs([(owner, sender)]) == 1
+
+    assert unread_summary(owner).by_peer == {sender: 2}
+    assert_consistent(owner)
 
 
 def test_a_user_written_to_during_every_recount_is_left_as_the_writes_made_them(
