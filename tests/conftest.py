@@ -128,9 +128,11 @@ def closed_breakers() -> None:
     not fail the next test fast."""
     from infra import breakers
     from infra.dbrouter import forget_replica_health
+    from infra.hbase import gateway_check
 
     breakers.reset()
     forget_replica_health()
+    gateway_check.out = False  # a thread still checking a thawed gateway finds it answering
 
 
 @pytest.fixture(autouse=True)
