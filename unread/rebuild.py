@@ -17,6 +17,7 @@ conversation's changes between the recount and the replace are guarded as below.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -112,13 +113,12 @@ def unread_rebuild_user(owner_uid: int) -> Replaced:
     """Recount the user and replace their counters, unless a write changed them meanwhile (then
     recount again); ``CountersChanged`` after REBUILD_TRIES such recounts."""
     for _ in range(REBUILD_TRIES - 1):
-        before = unread_digest(owner_uid)
-        try:
-            return unread_replace(
-                owner_uid=owner_uid, counts=recount(owner_uid), unchanged_since=before
-            )
-        except CountersChanged:
-            continue
+        with contextlib.suppress(CountersChanged):
+            return _replace_unless_changed(owner_uid)
+    return _replace_unless_changed(owner_uid)
+
+
+def _replace_unless_changed(owner_uid: int) -> Replaced:
     before = unread_digest(owner_uid)
     return unread_replace(owner_uid=owner_uid, counts=recount(owner_uid), unchanged_since=before)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.factories import inbox_api, make_api
+from tests.api.factories import inbox_api, send_api
 from tests.api.test_freezes import Answer, assert_unavailable_in_time, call, get, report
 from tests.config.test_asgi import api_server
 from tests.conftest import services, wait_for
@@ -40,7 +40,7 @@ def test_gateways_frozen_history_on_every_regionserver_is_503_in_time(
 ) -> None:
     port = hbase_inbox_server
     sender, *readers = uids(READERS + 1)
-    sending = make_api("shop-hbase-freeze", ["send"], [sender]).token
+    sending = send_api("shop-hbase-freeze", [sender]).token
     for n, reader in enumerate(readers):
         body = {
             "sender_uid": sender,
