@@ -104,6 +104,13 @@ def replica_reads(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def quick_password_hashes() -> Iterator[None]:
+    """Passwords hashed with 1,000 PBKDF2 iterations, not 1,000,000 (tests/hashers.py)."""
+    with override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2PasswordHasher"]):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def hbase_tables(django_db_blocker: Any) -> None:
     """Create the (test-prefixed) HBase tables once per session."""
     from infra.hbase_tables import ensure_tables
