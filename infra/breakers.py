@@ -327,6 +327,12 @@ def trip(name: str, where: str = "") -> None:
     breaker(name, where).open()
 
 
+def close(name: str, where: str = "") -> None:
+    """Close the store's breaker now: the store that ``trip`` found out answers again (the HBase
+    gateway's ping, infra/hbase.py), so calls need not wait for the breaker's own probe."""
+    breaker(name, where).close()
+
+
 def closed(name: str, where: str = "") -> bool:
     """Whether the store's breaker (of its node at ``where``) lets calls through without a
     probe (unread fast path)."""
