@@ -19,7 +19,11 @@ from messaging.models import Follow
 from tests.dbreplica import replica_sql, wait_for_replica
 
 Uids = Callable[[int], list[int]]
-pytestmark = pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+# faults: replication is stopped (STOP SLAVE), for every database the replica serves
+pytestmark = [
+    pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA]),
+    pytest.mark.faults,
+]
 
 
 def test_writes_and_unnamed_reads_go_to_the_primary_and_migrations_never_to_the_replica() -> None:

@@ -36,7 +36,11 @@ from tests.dbreplica import replica_sql, wait_for_replica
 from tests.messaging.test_convcache import send
 
 Uids = Callable[[int], list[int]]
-pytestmark = pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA])
+# faults: replication is stopped (STOP SLAVE), for every database the replica serves
+pytestmark = [
+    pytest.mark.django_db(transaction=True, databases=[PRIMARY, REPLICA]),
+    pytest.mark.faults,
+]
 
 
 @pytest.fixture
