@@ -77,7 +77,8 @@ test: $(VENV)/bin/activate
 	@# The single-node pass's tests that share the services as they are and, beside them, the
 	@# Redis Cluster: its pass, then its failovers (their output follows); then the tests that
 	@# stop, freeze or cut off a shared service, alone. Half the first part is waiting (vmstat:
-	@# ~45% idle on 2 cores): 19:56 in three parts in turn, 18:xx so (BENCHMARKS.md).
+	@# ~45% idle on 2 cores). Measured on one day's machine: the old order (each pass in turn)
+	@# ~27 min, this one 22:07 from a clean clone (BENCHMARKS.md).
 	$(MAKE) --no-print-directory test-cluster > var/cluster-pass.log 2>&1 & cluster=$$!; \
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "not redis_cluster and not faults" \
 	  $(PYTEST_ARGS); single=$$?; wait $$cluster; cluster=$$?; \
