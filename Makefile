@@ -31,12 +31,21 @@ CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \
 	tests/bulk/test_workers.py::test_kill_minus_nine_mid_campaign_recovers_in_seconds_exactly_once \
 	tests/infra/test_refused_writes.py
+# The tests marked `faults` take a store out (freeze, kill, stop, cut off, stop replicating): they
+# run on a MariaDB, replica and Redis of their own (scripts/services' SERVICES_SET), beside the
+# rest; those that take the one shared HBase out (`hbase_faults`) run last, alone.
+FAULTS_SET := SERVICES_SET=faults SERVICES_MARIADB_PORT=3316 SERVICES_REPLICA_PORT=3317 \
+	SERVICES_REDIS_PORT=6380
+FAULTS_ENV := $(FAULTS_SET) DATABASE_URL=mysql://missive:missive@127.0.0.1:3316/missive \
+	DATABASE_REPLICA_URL=mysql://missive:missive@127.0.0.1:3317/missive \
+	REDIS_URL=redis://127.0.0.1:6380/2 CELERY_BROKER_URL=redis://127.0.0.1:6380/3 \
+	HBASE_TABLE_PREFIX=test_missive_faults
 # Failovers on purpose, each in a process of its own: after one, the test process's cluster client
 # answers ReadOnlyError to the suites that follow it (a fresh process is fine).
 CLUSTER_FAILOVERS := tests/infra/test_redis_cluster.py tests/api/test_cluster_freeze.py \
 	tests/live/test_cluster_failover.py
 
-.PHONY: demo demo-admin test test-cluster lint services-up services-down bench clean
+.PHONY: demo demo-admin test test-cluster test-faults lint services-up services-down bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -67,24 +76,34 @@ services-down:
 
 test: $(VENV)/bin/activate
 	PYTHON=$(PY) scripts/services up
-	@# The browser, promtool (Debian packages) and toxiproxy (go install) install while the
-	@# virtualenv installs and lint runs, which use neither apt nor Go: on a fresh machine that
-	@# hides the browser's ~100 MB install and toxiproxy's ~30-s build.
-	{ scripts/browser up && scripts/promtool up && scripts/services install toxiproxy; } \
-	  > var/tools-up.log 2>&1 & tools=$$!; \
+	@# The browser, promtool (Debian packages), toxiproxy (go install) and the fault tests' own
+	@# MariaDB, replica and Redis come up while the virtualenv installs and lint runs, which use
+	@# neither apt nor Go: on a fresh machine that hides the browser's ~100 MB install and
+	@# toxiproxy's ~30-s build.
+	{ scripts/browser up && scripts/promtool up && scripts/services install toxiproxy \
+	  && $(FAULTS_SET) PYTHON=$(PY) scripts/services up; } > var/tools-up.log 2>&1 & tools=$$!; \
 	$(MAKE) lint; lint=$$?; wait $$tools; tools=$$?; cat var/tools-up.log; \
 	[ $$lint -eq 0 ] && [ $$tools -eq 0 ]
-	@# The single-node pass's tests that share the services as they are and, beside them, the
-	@# Redis Cluster: its pass, then its failovers (their output follows); then the tests that
-	@# stop, freeze or cut off a shared service, alone. Half the first part is waiting (vmstat:
-	@# ~45% idle on 2 cores). Measured on one day's machine: the old order (each pass in turn)
-	@# ~27 min, this one 22:07 from a clean clone (BENCHMARKS.md).
-	$(MAKE) --no-print-directory test-cluster > var/cluster-pass.log 2>&1 & cluster=$$!; \
+	@# The single-node tests and, beside them, one after the other: the Redis Cluster's pass and
+	@# failovers, then the fault tests on their own stores (their output follows). Then the
+	@# tests that take the shared HBase out, alone. Half of each part is waiting (vmstat: ~45%
+	@# idle on 2 cores). Measured on one day's machine: each part in turn ~27 min; BENCHMARKS.md
+	@# has this order's time.
+	{ $(MAKE) --no-print-directory test-cluster && $(MAKE) --no-print-directory test-faults; } \
+	  > var/beside.log 2>&1 & beside=$$!; \
 	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "not redis_cluster and not faults" \
-	  $(PYTEST_ARGS); single=$$?; wait $$cluster; cluster=$$?; \
-	echo "== the Redis Cluster pass and failovers (beside the tests above)"; \
-	cat var/cluster-pass.log; [ $$single -eq 0 ] && [ $$cluster -eq 0 ]
-	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "faults and not redis_cluster" $(PYTEST_ARGS)
+	  $(PYTEST_ARGS); single=$$?; wait $$beside; beside=$$?; \
+	echo "== the Redis Cluster's pass and failovers, then the fault tests (beside the tests above)"; \
+	cat var/beside.log; [ $$single -eq 0 ] && [ $$beside -eq 0 ]
+	$(TEST_ENV) $(PY) -m pytest -p no:cacheprovider -m "hbase_faults and not redis_cluster" \
+	  $(PYTEST_ARGS)
+
+# The fault tests but those of HBase, on their own MariaDB, replica and Redis (started here when
+# `make test` has not already); `make test` runs it beside the single-node tests.
+test-faults: $(VENV)/.test
+	$(FAULTS_SET) PYTHON=$(PY) scripts/services up > /dev/null
+	$(TEST_ENV) $(FAULTS_ENV) $(PY) -m pytest -p no:cacheprovider \
+	  -m "faults and not hbase_faults and not redis_cluster" $(PYTEST_ARGS)
 
 # The Redis Cluster's suites, then its failovers (each in a process of its own); `make test`
 # runs it beside the single-node tests.

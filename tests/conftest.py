@@ -290,8 +290,34 @@ def workers(transactional_db: Any) -> Iterator[Workers]:
     app.control.purge()
 
 
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.remove(item)
+
+
+def _check_outage_is_marked(action: str, name: str) -> None:
+    """``make test`` runs a test that takes a store out beside other tests only when the store
+    is its own (marker ``faults``: MariaDB, its replica and Redis of a second set), and one that
+    takes the shared HBase out only last, alone (``hbase_faults``): an unmarked outage would
+    fail other tests at random, so it fails its own test at once instead."""
+    if action not in ("stop", "kill", "freeze") or not _running:
+        return
+    item = _running[-1]
+    needed = "hbase_faults" if name.startswith("hbase") else "faults"
+    if item.get_closest_marker(needed) is None:
+        raise AssertionError(f"`services {action} {name}` in a test not marked {needed}")
+
+
 def services(action: str, name: str) -> None:
     """The project's own service script (``scripts/services stop|kill|start|freeze|thaw NAME``)."""
+    _check_outage_is_marked(action, name)
     env = {**os.environ, "PYTHON": str(ROOT / ".venv" / "bin" / "python")}
     subprocess.run(
         [str(ROOT / "scripts" / "services"), action, name], cwd=ROOT, env=env, check=True

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from websockets.sync.client import connect
 
@@ -29,7 +30,7 @@ from bulk import fanout, ledger
 from bulk.models import Campaign, CampaignStatus
 from tests.api.factories import make_api
 from tests.api.test_freezes import DEADLINE_S, SLACK_S, Answer, call
-from tests.api.test_network_faults import proxy, toxic
+from tests.api.test_network_faults import proxy, redis_upstream, toxic
 from tests.bulk.helpers import business_with_followers, launch
 from tests.config.test_asgi import api_server
 from tests.conftest import services, wait_for
@@ -52,7 +53,11 @@ class Call:
 
 
 @pytest.fixture(
-    params=[("redis", "sql"), ("mariadb", "sql"), ("hbase-thrift", "hbase")],
+    params=[
+        ("redis", "sql"),
+        ("mariadb", "sql"),
+        pytest.param(("hbase-thrift", "hbase"), marks=pytest.mark.hbase_faults, id="hbase-thrift"),
+    ],
     ids=lambda p: p[0],
 )
 def frozen(request: pytest.FixtureRequest, transactional_db: Any) -> Iterator[tuple[str, int]]:
@@ -178,7 +183,7 @@ def assert_in_time(what: str, answers: list[tuple[Call, Answer]]) -> None:
 @pytest.fixture
 def broker_proxy() -> Iterator[tuple[str, int]]:
     """A toxiproxy proxy to the broker's Redis: (its name, its port)."""
-    with proxy("broker", "127.0.0.1:6379") as found:
+    with proxy("broker", redis_upstream(settings.CELERY_BROKER_URL)[0]) as found:
         yield found
 
 
@@ -193,7 +198,7 @@ def test_every_endpoint_answers_as_usual_while_the_broker_alone_is_black_holed(
     waited 20 s for Celery's result backend, on the broker's Redis, before tasks ignored their
     results); the campaign the API accepted is planned by the sweep once the broker is back."""
     name, broker_port = broker_proxy
-    broker = f"redis://127.0.0.1:{broker_port}/3"
+    broker = f"redis://127.0.0.1:{broker_port}/{redis_upstream(settings.CELERY_BROKER_URL)[1]}"
     with api_server(CELERY_BROKER_URL=broker, LIVE_REDIS_URL=broker) as port:
         calls = every_endpoint(port, uids)
         # the 1:1 send's receiver online: a push is due

@@ -143,5 +143,6 @@ def test_group_chat_through_a_mariadb_freeze(sql_server: int, uids: Uids) -> Non
     through_freeze(sql_server, uids, "mariadb")
 
 
+@pytest.mark.hbase_faults
 def test_group_chat_on_hbase_through_a_thrift_freeze(hbase_server: int, uids: Uids) -> None:
     through_freeze(hbase_server, uids, "hbase-thrift")

@@ -23,7 +23,7 @@ from tests.api.test_freezes import Answer, assert_unavailable_in_time, call, get
 from tests.config.test_asgi import api_server
 from tests.conftest import services, wait_for
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.hbase_faults]
 Uids = Callable[[int], list[int]]
 FROZEN_S = 6.0
 READERS = 24  # the inbox has 16 regions over 3 RegionServers: rows on each of them

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -89,10 +90,18 @@ def proxy(kind: str, upstream: str) -> Iterator[tuple[str, int]]:
         toxiproxy("DELETE", f"/proxies/{name}")
 
 
+def redis_upstream(url: str) -> tuple[str, str]:
+    """A Redis URL's ``host:port`` and database number (``make test`` runs these tests on a
+    Redis of their own, not on :6379)."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 6379}", parts.path.strip("/") or "0"
+
+
 @pytest.fixture
 def mariadb_proxy() -> Iterator[tuple[str, int]]:
     """A proxy to the primary on a free loopback port: (proxy name, port)."""
-    with proxy("mariadb", "127.0.0.1:3306") as found:
+    db = settings.DATABASES[PRIMARY]
+    with proxy("mariadb", f"{db['HOST']}:{db['PORT'] or 3306}") as found:
         yield found
 
 
@@ -205,14 +214,14 @@ def assert_never_500_nor_late(answers: list[Answer], ok: int) -> None:
 @pytest.fixture
 def redis_proxy() -> Iterator[tuple[str, int]]:
     """A proxy to the data Redis on a free loopback port: (proxy name, port)."""
-    with proxy("redis", "127.0.0.1:6379") as found:
+    with proxy("redis", redis_upstream(settings.REDIS_URL)[0]) as found:
         yield found
 
 
 @pytest.fixture
 def redis_proxied_server(transactional_db: Any, redis_proxy: tuple[str, int]) -> Iterator[int]:
     """An API process whose data Redis (same database number as the tests') is behind the proxy."""
-    number = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[-1]
+    number = redis_upstream(settings.REDIS_URL)[1]
     with api_server(REDIS_URL=f"redis://127.0.0.1:{redis_proxy[1]}/{number}") as port:
         yield port
 

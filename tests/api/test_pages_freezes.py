@@ -32,7 +32,9 @@ Uids = Callable[[int], list[int]]
 READYZ_NAME = {"redis": "redis", "mariadb": "mariadb", "hbase-thrift": "hbase"}
 
 
-@pytest.fixture(params=["redis", "mariadb", "hbase-thrift"])
+@pytest.fixture(
+    params=["redis", "mariadb", pytest.param("hbase-thrift", marks=pytest.mark.hbase_faults)]
+)
 def store(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -131,6 +131,7 @@ def assert_every_recipient_exact(
     assert wrong == set()
 
 
+@pytest.mark.hbase_faults
 def test_hbase_gateways_down_mid_campaign(campaign_setup: Scenario) -> None:
     """Held 10 s like the freezes below: past the breakers' opening and a few sweeps, the rest
     of an outage is more of the same wait (scripts/fault_drill.py holds each fault 30 s)."""
@@ -142,6 +143,7 @@ def test_hbase_gateways_down_mid_campaign(campaign_setup: Scenario) -> None:
     assert_every_recipient_exact(campaign, campaign_setup)
 
 
+@pytest.mark.hbase_faults
 def test_the_whole_hbase_restarted_mid_campaign(campaign_setup: Scenario) -> None:
     down, up = (lambda: services("stop", "hbase")), (lambda: services("start", "hbase"))
     campaign = run_with_fault(campaign_setup, down, up, hold_s=0)
@@ -194,6 +196,7 @@ def test_mariadb_frozen_mid_campaign(campaign_setup: Scenario) -> None:
     assert_every_recipient_exact(campaign, campaign_setup)
 
 
+@pytest.mark.hbase_faults
 def test_hbase_gateways_frozen_mid_campaign(campaign_setup: Scenario) -> None:
     def down() -> None:
         services("freeze", "hbase-thrift")

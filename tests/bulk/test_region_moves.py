@@ -25,7 +25,7 @@ from tests.bulk.helpers import Scenario, business_with_followers, launch
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status
 from tests.conftest import wait_for
 
-pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase]
+pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase_faults, pytest.mark.hbase]
 ROOT = Path(__file__).resolve().parents[2]
 RECIPIENTS = 4000
 MOVES = 8  # half of the 16 salt regions

@@ -38,7 +38,7 @@ from tests.bulk.test_region_moves import region_tool
 from tests.conftest import wait_for
 from tests.infra.test_metrics import scrape, value
 
-pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase]
+pytestmark = [pytest.mark.worker, pytest.mark.faults, pytest.mark.hbase_faults, pytest.mark.hbase]
 ROOT = Path(__file__).resolve().parents[2]
 HBASE_DIR = ROOT / "var" / "services" / "hbase"
 RECIPIENTS = 2000
