@@ -46,7 +46,7 @@ from tests.bulk.helpers import Scenario, _assert_unread_is_one_each, business_wi
 from tests.bulk.test_faults import assert_every_recipient_exact, beat_and_status, reconnecting
 from tests.conftest import services, wait_for
 
-pytestmark = pytest.mark.redis_cluster
+pytestmark = [pytest.mark.redis_cluster, pytest.mark.faults]
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = ROOT / "var" / "services" / "redis-cluster"
 RECIPIENTS = 3000
