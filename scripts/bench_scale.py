@@ -847,35 +847,39 @@ def main() -> None:
     backends = ["sql", "hbase"] if args.backend == "both" else [args.backend]
     ensure_database()
     before, pool = buffer_pool_mb(args.buffer_pool_mb or None)
-    aof_before = aof_min_mb(args.aof_rewrite_min_mb or None)
+    aof_before, aof = aof_min_mb(args.aof_rewrite_min_mb or None)
     try:
-        run_and_report(args, sizes, backends, began, pool)
+        run_and_report(args, sizes, backends, began, {"buffer_pool_mb": pool, "aof_min_mb": aof})
     finally:
         buffer_pool_mb(before)
         aof_min_mb(aof_before)
 
 
-def aof_min_mb(want: int | None) -> int:
-    """Set Redis's ``auto-aof-rewrite-min-size`` to ``want`` MB (None: leave it); returns the
-    value before. Redis rewrites its AOF when it has grown by ``auto-aof-rewrite-percentage``
-    (100%) since the last rewrite and is past this size. The bench's Redis starts each run
-    nearly empty, so with the 64 MB default a 10M run's writes set off a cascade of rewrites of
-    a growing dataset: 3-9 in each 10M run, one running for 77-118 s of its 321-375 s on this
-    2-core machine, and the SQL 10M rate at 26.7-31.1k/s (median 29.6k, six runs) against
-    30.6k and 32.9k/s without them (BENCHMARKS.md, 7 Dec). A rewrite's child is a forked
-    Redis writing the dataset out: on a deployment it runs on the Redis host's cores, not the
-    workers'. The default, 8 GB, keeps rewrites out of the run (its AOF grows by ~5 GB at
-    10M), so the curve measures Missive, not this machine's sharing of two cores; 0 leaves the
-    server's setting, to see that cost."""
+def aof_min_mb(want: int | None) -> tuple[int, int]:
+    """Set Redis's ``auto-aof-rewrite-min-size`` to ``want`` MB (None: leave it); returns
+    (before, now) in MB, as ``buffer_pool_mb`` does. Past this size Redis rewrites its AOF each
+    time the file doubles: from a nearly empty Redis, 3-9 rewrites in a 10M run, which took
+    about 7% off the SQL 10M rate on this 2-core machine (BENCHMARKS.md, 7 Dec). On a
+    deployment the rewrite runs on the Redis host's cores, so the default, 8 GB, keeps it out
+    of the run (a 10M run's AOF grows by ~5 GB)."""
     redis = get_redis()
-    before = int(str(redis.config_get("auto-aof-rewrite-min-size")["auto-aof-rewrite-min-size"]))
+    before = _aof_min(redis)
     if want is not None:
         redis.config_set("auto-aof-rewrite-min-size", int(want) * MB)
-    return before // MB
+    return before, _aof_min(redis)
+
+
+def _aof_min(redis: Any) -> int:
+    reply = redis.config_get("auto-aof-rewrite-min-size")
+    return int(str(reply["auto-aof-rewrite-min-size"])) // MB
 
 
 def run_and_report(
-    args: argparse.Namespace, sizes: list[int], backends: list[str], began: float, pool: int
+    args: argparse.Namespace,
+    sizes: list[int],
+    backends: list[str],
+    began: float,
+    server: dict[str, int],
 ) -> None:
     prepare(args.batch_size)
     header = {
@@ -885,8 +889,8 @@ def run_and_report(
         "workers": args.workers,
         "batch_size": args.batch_size,
         "conditions": CONDITIONS,
-        "buffer_pool_mb": pool,
-        "aof_rewrite_min_mb": aof_min_mb(None),
+        "buffer_pool_mb": server["buffer_pool_mb"],
+        "aof_rewrite_min_mb": server["aof_min_mb"],
     }
     print_header(header, sizes, backends)
     results = run_all(args, sizes, backends, header)
