@@ -2,7 +2,8 @@
 
     python scripts/bench_scale.py [--sizes 100000,1000000,10000000] [--backend sql|hbase|both]
                                   [--workers 4] [--keep] [--json var/bench_scale.json]
-                                  [--buffer-pool-mb 4096] [--aof-rewrite-min-mb 8192]
+                                  [--buffer-pool-mb 4096] [--aof-rewrite-min-mb 16384]
+                                  [--redis-keys 20000000]
                                   [--png docs/bench_scale.png]
     python scripts/bench_scale.py --replot var/bench_scale.json   # the plot again, no services
 
@@ -34,7 +35,7 @@ For each size and backend, in this order (both backends at one size before the n
 - Redis's AOF rewrites that started during the run and the seconds one ran (``INFO
   persistence``, sampled each second): on this machine a rewrite's child takes a core from the
   workers, which on a deployment it would not (Redis has a host of its own).
-  ``--aof-rewrite-min-mb`` (8 GB unless told: ``aof_min_mb``) keeps rewrites out of a 10M run;
+  ``--aof-rewrite-min-mb`` (16 GB unless told: ``aof_min_mb``) keeps rewrites out of the runs;
   ``--aof-rewrite-min-mb 0`` leaves the server's 64 MB, from which each run's growing dataset is
   rewritten again and again;
 - the ETA's error at 10/50/90% done: the console's (bulk/live.py ``campaigns_live``, polled each
@@ -43,6 +44,17 @@ For each size and backend, in this order (both backends at one size before the n
   read one rate (``bulk.selectors.campaign_rates``: the ledger's last 30 s), so the two columns
   differ only by the moment each was read; ``scripts/eta_replay.py`` replays the recorded
   per-second progress through other rates.
+
+Redis holds the site's other users' unread hashes through every run (``--redis-keys``, 20M
+unless told: users 1..N, one unread conversation each), as a production Redis does; between runs
+every other key is deleted. Redis's keyspace is one hash table that doubles each time its keys
+reach its size, then rehashes incrementally, a step in every command. From an empty Redis (the
+bench before 7 Dec, ``--redis-keys 0``) a 10M run's own keys (one unread hash per recipient)
+crossed 2^21, 2^22 and 2^23: each time Redis's CPU rose from ~64% to 75-82% of a core, its one
+thread the limit, and the campaign's rate fell by 15-45% for 10-30 s; and while its keyspace was
+small, the first million ran ~15% faster than the rest, as Redis's lookups stayed in the CPU's
+caches. Both put the ETA at 10% done off by 12-26%. 20M site keys size the table at 2^25, which a
+10M run does not outgrow. Each run reports Redis's keys and CPU (``redis_figures``).
 
 Before the timed runs, one untimed warm-up campaign per backend (its own sender and followers,
 one batch per worker, deleted after): a store left idle starts slowly (``warm_up``).
@@ -64,6 +76,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -183,21 +196,85 @@ def machine() -> str:
     return f"{cores} cores, {memory:.0f} GB RAM, load average {load}"
 
 
-def prepare(batch_size: int) -> None:
+def prepare(batch_size: int, site_keys: int) -> None:
     call_command("migrate", verbosity=0)
     call_command("hbase_init", verbosity=0)
-    reset_redis()
+    get_redis().flushdb()
+    preload_site(site_keys)
+    reset_redis(site_keys)
     app.control.purge()
     ChannelSetting.objects.update_or_create(
         channel="daily", defaults={"rate_per_s": 10**9, "batch_size": batch_size}
     )
 
 
-def reset_redis() -> None:
-    """The bench's Redis database emptied (unread counters, quota counts, events, live samples),
-    then the HBase index of cached lists rebuilt, as the beat does once per Redis run."""
-    get_redis().flushdb(asynchronous=True)
+def reset_redis(site_keys: int) -> None:
+    """Everything a run wrote to the bench's Redis database deleted (unread counters, quota
+    counts, events, live samples), the site's preloaded unread hashes kept; then the HBase index
+    of cached lists rebuilt, as the beat does once per Redis run."""
+    redis = get_redis()
+    if not site_keys:
+        redis.flushdb(asynchronous=True)
+    else:
+        cursor = 0
+        while True:  # server-side, SCAN_CHUNK keys a call: no key name leaves Redis
+            cursor, _ = redis.eval(KEEP_SITE_LUA, 0, cursor, SCAN_CHUNK, _site_key_len(site_keys))
+            if int(cursor) == 0:
+                break
     build.index_rebuild()
+
+
+# The Redis a campaign meets in production holds the site's other users' unread hashes; an empty
+# one makes the run's own keys the whole keyspace (``--redis-keys``, module docstring).
+PRELOAD_LUA = """
+for uid = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+  redis.call('HSET', 'unread:{u:' .. uid .. '}', 't', 1, 'c:primary', 1, 'p:1', 1, 'k:1', 'primary')
+end
+return 0
+"""
+KEEP_SITE_LUA = """
+local found = redis.call('SCAN', ARGV[1], 'COUNT', ARGV[2])
+local longest, gone = tonumber(ARGV[3]), 0
+for _, key in ipairs(found[2]) do
+  if #key > longest or string.sub(key, 1, 10) ~= 'unread:{u:' then
+    redis.call('UNLINK', key)
+    gone = gone + 1
+  end
+end
+return {found[1], gone}
+"""
+PRELOAD_CHUNK = 250_000  # unread hashes per script call (about a second of Redis)
+SCAN_CHUNK = 20_000  # keys per cleanup call: 1.5 µs a key, 3.2 at 100,000 (a bigger Lua table)
+
+
+def _site_key_len(site_keys: int) -> int:
+    """The longest name of a site's key: the bench's own users have 17-digit uids, the site's
+    at most as many digits as ``site_keys``."""
+    return len(f"unread:{{u:{site_keys}}}")
+
+
+def preload_site(count: int) -> None:
+    """Unread hashes of users 1..``count`` (one unread conversation each), none of them a
+    follower of the bench's senders (their uids start at ~10^16)."""
+    if not count:
+        return
+    redis, started = get_redis(), time.perf_counter()
+    with Progress(
+        TextColumn("  Redis: the site's unread hashes"),
+        BarColumn(),
+        TextColumn("{task.completed:,}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=not sys.stdout.isatty(),
+    ) as bar:
+        task = bar.add_task("preload", total=count)
+        for first in range(1, count + 1, PRELOAD_CHUNK):
+            last = min(first + PRELOAD_CHUNK - 1, count)
+            redis.eval(PRELOAD_LUA, 0, first, last)
+            bar.update(task, completed=last)
+    print(
+        f"Redis: the site's {count:,} unread hashes written in {time.perf_counter() - started:.0f}s"
+    )
 
 
 # -- followers -------------------------------------------------------------------------------
@@ -315,6 +392,7 @@ class RssSampler(threading.Thread):
             "main": mains,
             "pool": pool,
             "aof": aof_state(),
+            "redis": redis_state(),
         }
 
 
@@ -332,6 +410,31 @@ def aof_figures(samples: list[dict[str, Any]]) -> dict[str, int]:
     return {
         "rewrites": states[-1]["rewrites"] - states[0]["rewrites"],  # counted at each fork
         "seconds": sum(s["running"] for s in states[1:-1]),
+    }
+
+
+def redis_state() -> dict[str, float]:
+    """Redis's CPU seconds so far (user + system, INFO cpu) and the bench database's keys."""
+    redis = get_redis()
+    cpu = redis.info("cpu")
+    return {"cpu_s": cpu["used_cpu_user"] + cpu["used_cpu_sys"], "keys": redis.dbsize()}
+
+
+def redis_figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Redis's keys at the launch and the finish, and its CPU in % of one core: the median of
+    the run's seconds and the busiest 5 s. Redis runs one thread: near 100% it is the limit."""
+    states = [(s["t"], s["redis"]) for s in samples]
+    per_s = [
+        100 * (b["cpu_s"] - a["cpu_s"]) / (tb - ta)
+        for (ta, a), (tb, b) in pairwise(states)
+        if tb > ta
+    ]
+    fives = [sum(per_s[i : i + 5]) / 5 for i in range(len(per_s) - 4)]
+    return {
+        "keys_at_launch": states[0][1]["keys"],
+        "keys_at_finish": states[-1][1]["keys"],
+        "cpu_median_pct": round(statistics.median(per_s)) if per_s else None,
+        "cpu_peak_5s_pct": round(max(fives)) if fives else None,
     }
 
 
@@ -460,6 +563,7 @@ def run_campaign(sender: int, total: int, procs: list[subprocess.Popen[bytes]]) 
         "slices": slice_rates(progress, launched, finished, total),
         "memory": memory_figures(sampler.samples, total),
         "aof": aof_figures(sampler.samples),
+        "redis": redis_figures(sampler.samples),
         "rss_samples": sampler.samples,
         "eta": eta_errors(watcher.marks, finished),
     }
@@ -582,7 +686,9 @@ def _rootdir(site: Path) -> Path:
 
 
 # -- cleanup ---------------------------------------------------------------------------------
-def cleanup_run(backend: str, sender: int, total: int, campaign: Campaign) -> dict[str, Any]:
+def cleanup_run(
+    backend: str, sender: int, total: int, campaign: Campaign, site_keys: int
+) -> dict[str, Any]:
     """Delete what the campaign wrote; returns the inbox rows deleted (SQL) and the seconds."""
     started = time.perf_counter()
     inbox = InboxRow._meta.db_table
@@ -607,7 +713,7 @@ def cleanup_run(backend: str, sender: int, total: int, campaign: Campaign) -> di
     )
     Campaign.objects.filter(pk=campaign.pk).delete()  # its batches with it
     Message.objects.filter(msgkey=campaign.msgkey or 0).delete()
-    reset_redis()
+    reset_redis(site_keys)
     return {"sql_inbox_rows": deleted, "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -639,9 +745,11 @@ def campaign_on_fresh_workers(
         stop_workers(procs)
 
 
-def bench(backend: str, sender: int, total: int, workers: int, keep: bool) -> dict[str, Any]:
+def bench(
+    backend: str, sender: int, total: int, args: argparse.Namespace, keep: bool
+) -> dict[str, Any]:
     before = sql_sizes()
-    run = campaign_on_fresh_workers(backend, sender, total, workers)
+    run = campaign_on_fresh_workers(backend, sender, total, args.workers)
     campaign = run.pop("campaign")
     result = {
         "backend": backend,
@@ -659,7 +767,7 @@ def bench(backend: str, sender: int, total: int, workers: int, keep: bool) -> di
     }
     print_run(result)
     if not keep:
-        result["cleanup"] = cleanup_run(backend, sender, total, campaign)
+        result["cleanup"] = cleanup_run(backend, sender, total, campaign, args.redis_keys)
         print(f"  cleaned up in {result['cleanup']['seconds']:.0f}s")
     result["problems"] = problems(result)
     return result
@@ -695,6 +803,9 @@ def print_run(r: dict[str, Any]) -> None:
         print(f"  HBase inbox: {h['regions']} regions, store files on disk {files}")
     aof = r["aof"]
     print(f"  Redis AOF rewrites during the run: {aof['rewrites']} (running ~{aof['seconds']} s)")
+    print(
+        f"  Redis: {_redis_cell(r)} (keys at launch → finish · CPU % of a core, median · 5 s peak)"
+    )
     print("  ETA error (console · API): " + eta_text(r["eta"]))
 
 
@@ -746,6 +857,13 @@ def _eta_cell(r: dict[str, Any], mark: int) -> str:
     return f"{_pct(seen['console_error_pct'])} · {_pct(seen['api_error_pct'])}"
 
 
+def _redis_cell(r: dict[str, Any]) -> str:
+    f = r["redis"]
+    keys = f"{f['keys_at_launch'] / 1e6:.1f}→{f['keys_at_finish'] / 1e6:.1f}"
+    peak = "-" if f["cpu_peak_5s_pct"] is None else f["cpu_peak_5s_pct"]
+    return f"{keys} · {f['cpu_median_pct']} · {peak}"
+
+
 def _hbase_cell(r: dict[str, Any]) -> str:
     h = r["hbase"]
     if not h:
@@ -766,6 +884,7 @@ SUMMARY_ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("conversation table, MB", lambda r: _mb(r["sql_mb"]["conversation"])),
     ("ledger table, MB", lambda r: _mb(r["sql_mb"]["ledger"])),
     ("HBase regions · store files MB", _hbase_cell),
+    ("Redis keys, M · CPU % median · peak", _redis_cell),
     ("Redis AOF rewrites · seconds", lambda r: f"{r['aof']['rewrites']} · {r['aof']['seconds']}"),
     ("ETA error 10% (console · API)", lambda r: _eta_cell(r, 10)),
     ("ETA error 50%", lambda r: _eta_cell(r, 50)),
@@ -827,8 +946,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--aof-rewrite-min-mb",
         type=int,
-        default=8192,
+        default=16384,
         help="Redis auto-aof-rewrite-min-size for the run (restored after; 0: leave it)",
+    )
+    parser.add_argument(
+        "--redis-keys",
+        type=int,
+        default=20_000_000,
+        help="other users' unread hashes the bench's Redis holds through every run (0: none)",
     )
     parser.add_argument("--json", type=Path, default=ROOT / "var/bench_scale.json")
     parser.add_argument("--png", type=Path, default=ROOT / "docs/bench_scale.png")
@@ -860,8 +985,8 @@ def aof_min_mb(want: int | None) -> tuple[int, int]:
     (before, now) in MB, as ``buffer_pool_mb`` does. Past this size Redis rewrites its AOF each
     time the file doubles: from a nearly empty Redis, 3-9 rewrites in a 10M run, which took
     about 7% off the SQL 10M rate on this 2-core machine (BENCHMARKS.md, 7 Dec). On a
-    deployment the rewrite runs on the Redis host's cores, so the default, 8 GB, keeps it out
-    of the run (a 10M run's AOF grows by ~5 GB)."""
+    deployment the rewrite runs on the Redis host's cores, so the default, 16 GB, keeps it out
+    of the runs (a 10M run's AOF grows by ~5 GB, the site's 20M keys by ~1.5 GB)."""
     redis = get_redis()
     before = _aof_min(redis)
     if want is not None:
@@ -881,7 +1006,7 @@ def run_and_report(
     began: float,
     server: dict[str, int],
 ) -> None:
-    prepare(args.batch_size)
+    prepare(args.batch_size, args.redis_keys)
     header = {
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
@@ -891,6 +1016,7 @@ def run_and_report(
         "conditions": CONDITIONS,
         "buffer_pool_mb": server["buffer_pool_mb"],
         "aof_rewrite_min_mb": server["aof_min_mb"],
+        "redis_site_keys": args.redis_keys,
     }
     print_header(header, sizes, backends)
     results = run_all(args, sizes, backends, header)
@@ -916,6 +1042,14 @@ def print_header(header: dict[str, Any], sizes: list[int], backends: list[str]) 
         f"Redis auto-aof-rewrite-min-size: {header['aof_rewrite_min_mb']:,} MB (AOF everysec; "
         "restored after the run)"
     )
+    print(
+        f"Redis: {header['redis_site_keys']:,} other users' unread hashes held through every run"
+        + (
+            " (an empty Redis: the run's keys are the whole keyspace)"
+            if not header["redis_site_keys"]
+            else ""
+        )
+    )
     print(f"sizes {', '.join(f'{s:,}' for s in sizes)} on {' and '.join(backends)}")
     print(
         f"data: database {DATABASE}, Redis db 14/15, HBase prefix {BENCH_ENV['HBASE_TABLE_PREFIX']}"
@@ -925,7 +1059,7 @@ def print_header(header: dict[str, Any], sizes: list[int], backends: list[str]) 
 WARM_OFFSET = 5_000_000  # the warm-up sender's uid below the timed one (no shared followers)
 
 
-def warm_up(backend: str, sender: int, total: int, workers: int) -> None:
+def warm_up(backend: str, sender: int, total: int, args: argparse.Namespace) -> None:
     """One untimed campaign per backend before the timed ones, from its own sender to its own
     followers (one batch per worker), then deleted. A store that sat idle starts slowly: on
     25 Nov, after HBase had been idle 25 minutes, the first 3 s of a 1M campaign ran at 16k/s
@@ -934,9 +1068,9 @@ def warm_up(backend: str, sender: int, total: int, workers: int) -> None:
     timed runs should not measure that."""
     Account.objects.create(uid=sender, kind="business", name=f"bench_scale warm-up {sender}")
     seed_followers(sender, 0, total)
-    run = campaign_on_fresh_workers(backend, sender, total, workers)
+    run = campaign_on_fresh_workers(backend, sender, total, args.workers)
     print(f"warm-up ({backend}, untimed): {total:,} recipients at {run['rate']:,.0f}/s")
-    cleanup_run(backend, sender, total, run["campaign"])
+    cleanup_run(backend, sender, total, run["campaign"], args.redis_keys)
     delete_followers(sender, total)
     Account.objects.filter(uid=sender).delete()
 
@@ -949,7 +1083,7 @@ def run_all(
     results: list[dict[str, Any]] = []
     have, seeding = 0, []
     for backend in backends:
-        warm_up(backend, sender - WARM_OFFSET, args.workers * args.batch_size, args.workers)
+        warm_up(backend, sender - WARM_OFFSET, args.workers * args.batch_size, args)
     for size in sizes:
         seconds = seed_followers(sender, have, size)
         seeding.append({"from": have, "to": size, "seconds": round(seconds, 1)})
@@ -960,9 +1094,10 @@ def run_all(
         have = size
         for backend in backends:
             last = size == sizes[-1] and backend == backends[-1]
-            results.append(bench(backend, sender, size, args.workers, args.keep and last))
+            results.append(bench(backend, sender, size, args, args.keep and last))
             save(args.json, {**header, "seeding": seeding}, results)
     if not args.keep:
+        get_redis().flushdb(asynchronous=True)  # the site's keys too
         delete_followers(sender, have)
         Account.objects.filter(uid=sender).delete()
     return results
