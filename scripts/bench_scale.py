@@ -6,6 +6,8 @@
                                   [--redis-keys 20000000]
                                   [--png docs/bench_scale.png]
     python scripts/bench_scale.py --replot var/bench_scale.json   # the plot again, no services
+    python scripts/bench_scale.py --replot var/bench_scale.json --baseline empty.json
+                                  # with another run's rates beside (e.g. --redis-keys 0)
 
 Conditions (printed at the top of every run): a followers audience, the product's default
 per-receiver cap (no SenderPolicy row: SenderPolicy's defaults, 1 message a day per receiver,
@@ -54,7 +56,8 @@ crossed 2^21, 2^22 and 2^23: each time Redis's CPU rose from ~64% to 75-82% of a
 thread the limit, and the campaign's rate fell by 15-45% for 10-30 s; and while its keyspace was
 small, the first million ran ~15% faster than the rest, as Redis's lookups stayed in the CPU's
 caches. Both put the ETA at 10% done off by 12-26%. 20M site keys size the table at 2^25, which a
-10M run does not outgrow. Each run reports Redis's keys and CPU (``redis_figures``).
+10M run does not outgrow; the bench finishes the last doubling's move before it times anything
+(``finish_rehash``). Each run reports Redis's keys and CPU (``redis_figures``).
 
 Before the timed runs, one untimed warm-up campaign per backend (its own sender and followers,
 one batch per worker, deleted after): a store left idle starts slowly (``warm_up``).
@@ -74,6 +77,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -202,6 +206,7 @@ def prepare(batch_size: int, site_keys: int) -> None:
     get_redis().flushdb()
     preload_site(site_keys)
     reset_redis(site_keys)
+    finish_rehash()
     app.control.purge()
     ChannelSetting.objects.update_or_create(
         channel="daily", defaults={"rate_per_s": 10**9, "batch_size": batch_size}
@@ -243,6 +248,11 @@ for _, key in ipairs(found[2]) do
 end
 return {found[1], gone}
 """
+REHASH_LUA = """
+for _ = 1, tonumber(ARGV[1]) do redis.call('EXISTS', 'bench:rehash') end
+return 0
+"""
+REHASH_CHUNK = 500_000  # lookups a call (~0.6 s): each moves one bucket of a running rehash
 PRELOAD_CHUNK = 250_000  # unread hashes per script call (about a second of Redis)
 SCAN_CHUNK = 20_000  # keys per cleanup call: 1.5 µs a key, 3.2 at 100,000 (a bigger Lua table)
 
@@ -275,6 +285,33 @@ def preload_site(count: int) -> None:
     print(
         f"Redis: the site's {count:,} unread hashes written in {time.perf_counter() - started:.0f}s"
     )
+
+
+def finish_rehash(limit_s: float = 300.0) -> None:
+    """Finish the move of the bench's Redis keys into a doubled table before anything is timed.
+
+    A preload that crossed 2^24 keys leaves Redis rehashing 2^24 buckets, during which each
+    command costs more. The first runs of 7 Dec 12:40 met it: 100k at 15.7k/s against 25.6k/s at
+    1M. Left to its cron, Redis moved a 2^20-bucket table in 345 s on this idle machine; every
+    lookup moves one bucket as well, and 100,000 EXISTS a script call finished it in 0.8 s.
+    ``MEMORY STATS`` tells when it is done: in Redis 7.0 its table overhead is 40 bytes a key
+    (dictEntry and key robj) plus 8 a bucket, both tables' buckets while a rehash runs (1.5
+    times a power of two)."""
+    redis, started, lookups = get_redis(), time.perf_counter(), 0
+    db = f"db.{redis.connection_pool.connection_kwargs.get('db', 0)}"
+    while time.perf_counter() - started < limit_s:
+        keys = redis.dbsize()
+        overhead = redis.memory_stats().get(db, {}).get("overhead.hashtable.main", 0)
+        buckets = max((overhead - 40 * keys) // 8, 1)
+        if abs(buckets - 2 ** round(math.log2(buckets))) < buckets / 8:
+            break
+        redis.eval(REHASH_LUA, 0, REHASH_CHUNK)
+        lookups += REHASH_CHUNK
+    if lookups:
+        print(
+            f"Redis: its keyspace's rehash finished by {lookups:,} lookups in "
+            f"{time.perf_counter() - started:.0f}s"
+        )
 
 
 # -- followers -------------------------------------------------------------------------------
@@ -897,17 +934,35 @@ def save(path: Path, header: dict[str, Any], results: list[dict[str, Any]]) -> N
     path.write_text(json.dumps({**header, "runs": results}, indent=1, default=str))
 
 
-def plot(path: Path, data: dict[str, Any]) -> None:
+def _redis_label(data: dict[str, Any]) -> str:
+    site = data.get("redis_site_keys") or 0
+    return f"Redis holding {site / 1e6:g}M site keys" if site else "an empty Redis"
+
+
+def plot(path: Path, data: dict[str, Any], baseline: dict[str, Any] | None = None) -> None:
+    """Rate and memory against recipients; ``baseline``'s rates (another run's JSON, e.g. the
+    same sizes on an empty Redis) drawn dashed beside them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (rate_ax, mem_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colour = {"hbase": "C0", "sql": "C1"}
+    for backend in sorted({r["backend"] for r in (baseline or {"runs": []})["runs"]}):
+        runs = sorted((r for r in (baseline or {})["runs"] if r["backend"] == backend), key=_size)
+        rate_ax.plot(
+            [r["recipients"] for r in runs],
+            [r["rate"] for r in runs],
+            "x:",
+            color=colour[backend],
+            label=f"{backend} inbox, {_redis_label(baseline or {})}",
+        )
     for backend in sorted({r["backend"] for r in data["runs"]}):
         runs = sorted((r for r in data["runs"] if r["backend"] == backend), key=_size)
         sizes = [r["recipients"] for r in runs]
-        rate_ax.plot(sizes, [r["rate"] for r in runs], "o-", label=f"{backend} inbox")
+        label = f"{backend} inbox" + (f", {_redis_label(data)}" if baseline else "")
+        rate_ax.plot(sizes, [r["rate"] for r in runs], "o-", color=colour[backend], label=label)
         peaks = [r["memory"]["pool_peak_mb"] or 0 for r in runs]
         mem_ax.plot(sizes, peaks, "o-", label=f"{backend}: one pool process, peak")
         totals = [r["memory"].get("all_peak_mb") or 0 for r in runs]
@@ -919,7 +974,10 @@ def plot(path: Path, data: dict[str, Any]) -> None:
     for ax in (rate_ax, mem_ax):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
-    fig.suptitle(f"bench_scale.py, {data['started']}: {data['workers']} workers, {data['machine']}")
+    fig.suptitle(
+        f"bench_scale.py, {data['started']}: {data['workers']} workers, {_redis_label(data)},\n"
+        f"{data['machine']}"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -958,13 +1016,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=ROOT / "var/bench_scale.json")
     parser.add_argument("--png", type=Path, default=ROOT / "docs/bench_scale.png")
     parser.add_argument("--replot", type=Path, help="only draw --png from this JSON file")
+    parser.add_argument(
+        "--baseline", type=Path, help="with --replot: another run's JSON, its rates drawn dashed"
+    )
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
     if args.replot:
-        plot(args.png, json.loads(args.replot.read_text()))
+        baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+        plot(args.png, json.loads(args.replot.read_text()), baseline)
         print(f"plot: {args.png}")
         return
     began = time.time()
