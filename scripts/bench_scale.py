@@ -940,6 +940,12 @@ def _redis_label(data: dict[str, Any]) -> str:
     return f"Redis holding {site / 1e6:g}M site keys" if site else "an empty Redis"
 
 
+def _by_backend(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A run file's runs per backend (sorted by name), each backend's by size."""
+    backends = sorted({r["backend"] for r in data["runs"]})
+    return {b: sorted((r for r in data["runs"] if r["backend"] == b), key=_size) for b in backends}
+
+
 def plot(path: Path, data: dict[str, Any], baseline: dict[str, Any] | None = None) -> None:
     """Rate and memory against recipients; ``baseline``'s rates (another run's JSON, e.g. the
     same sizes on an empty Redis) drawn dotted beside them."""
@@ -950,18 +956,12 @@ def plot(path: Path, data: dict[str, Any], baseline: dict[str, Any] | None = Non
 
     fig, (rate_ax, mem_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     colour = {"hbase": "C0", "sql": "C1"}
-    baseline_runs = baseline["runs"] if baseline else []
-    for backend in sorted({r["backend"] for r in baseline_runs}):
-        runs = sorted((r for r in baseline_runs if r["backend"] == backend), key=_size)
-        rate_ax.plot(
-            [r["recipients"] for r in runs],
-            [r["rate"] for r in runs],
-            "x:",
-            color=colour[backend],
-            label=f"{backend} inbox, {_redis_label(baseline or {})}",
-        )
-    for backend in sorted({r["backend"] for r in data["runs"]}):
-        runs = sorted((r for r in data["runs"] if r["backend"] == backend), key=_size)
+    if baseline:
+        for backend, runs in _by_backend(baseline).items():
+            label = f"{backend} inbox, {_redis_label(baseline)}"
+            sizes, rates = [r["recipients"] for r in runs], [r["rate"] for r in runs]
+            rate_ax.plot(sizes, rates, "x:", color=colour[backend], label=label)
+    for backend, runs in _by_backend(data).items():
         sizes = [r["recipients"] for r in runs]
         label = f"{backend} inbox" + (f", {_redis_label(data)}" if baseline else "")
         rate_ax.plot(sizes, [r["rate"] for r in runs], "o-", color=colour[backend], label=label)
