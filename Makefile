@@ -25,7 +25,8 @@ CLUSTER_ENV := REDIS_CLUSTER=1 REDIS_URL=redis://127.0.0.1:7000/0 \
 CLUSTER_TESTS := tests/storage/test_counters.py \
 	tests/messaging/test_counters_epoch.py \
 	tests/messaging/test_convcache.py tests/messaging/test_convcache_prewarm.py \
-	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_recall.py \
+	tests/messaging/test_services.py tests/bulk/test_fanout.py tests/bulk/test_quotas.py \
+	tests/bulk/test_recall.py \
 	tests/groups/test_services.py tests/groups/test_unread.py \
 	tests/unread tests/config/test_asgi.py tests/bulk/test_api_control.py \
 	tests/bulk/test_api_workers.py tests/live/test_services.py \

@@ -2,16 +2,18 @@
 
 Redis Cluster: ``admit`` stays ONE script call in ONE slot. Every key it takes belongs to the
 sender, not to the receivers: the batch's outcome marker, the sender's daily budget and the
-per-(sender, receiver) counts, which live in QUOTA_BUCKETS hashes per sender and period
+per-(sender, receiver) counts, which live in hashes per sender, period and receiver uid range
 (bulk/keys.py), all tagged ``{q:<sender>}``. So checking the caps, consuming the budget and
 storing the outcome stay one atomic step: never over-admitted, exactly once (a redelivered
 batch reads its stored outcome back), on one Redis and on a cluster alike, with no split.
-What it costs: one sender's quota data sits on one master (about 20 bytes per receiver and
-period: ~200 MB for a 10-million-follower account) and its batches are admitted one after the
-other there (a few ms each: hundreds of batches a second, above any channel's rate); senders
-spread over the masters. Were the counts keyed by receiver instead, the step would have to be
-split: reserve the batch's budget in the sender's slot under a marker, admit per receiver slot
-under per-slot markers, then refund what was not used under a marker keyed by the batch.
+What it costs: one sender's quota data sits on one master (per receiver and period ~10 bytes
+where a uid range holds up to 512 of its receivers, a listpack, and ~56 where it holds more, a
+hash table: ~560 MB for 10 million consecutive uids, measured by scripts/bench_admit.py) and its
+batches are admitted one after the other there (a few ms each: hundreds of batches a second,
+above any channel's rate); senders spread over the masters. Were the counts keyed by receiver
+instead, the step would have to be split: reserve the batch's budget in the sender's slot under
+a marker, admit per receiver slot under per-slot markers, then refund what was not used under a
+marker keyed by the batch.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _quota_args(
     quota_keys: list[str] = []
     args: list[object] = []
     for receiver in receivers:
-        bucket = receiver % keys.QUOTA_BUCKETS
+        bucket = keys.quota_bucket(receiver)
         if bucket not in bucket_keys:
             quota_keys.append(keys.quota(sender_uid, period, bucket))
             bucket_keys[bucket] = len(quota_keys) + 2  # Lua KEYS index (1-based, after 2 fixed)
@@ -136,7 +138,7 @@ def count_capped(sender_uid: int, receivers: Sequence[int], policy: SenderPolicy
     period = int(time.time()) // max(policy.per_receiver_period_s, 1)
     pipe = get_redis().pipeline(transaction=False)
     for receiver in receivers:
-        pipe.hget(keys.quota(sender_uid, period, receiver % keys.QUOTA_BUCKETS), str(receiver))
+        pipe.hget(keys.quota(sender_uid, period, keys.quota_bucket(receiver)), str(receiver))
     return sum(1 for n in pipe.execute() if int(n or 0) >= policy.per_receiver_limit)
 
 

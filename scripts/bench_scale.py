@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import statistics
@@ -91,6 +90,8 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+
+from benchkit import finish_rehash
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -206,7 +207,7 @@ def prepare(batch_size: int, site_keys: int) -> None:
     get_redis().flushdb()
     preload_site(site_keys)
     reset_redis(site_keys)
-    finish_rehash()
+    finish_rehash(get_redis())
     app.control.purge()
     ChannelSetting.objects.update_or_create(
         channel="daily", defaults={"rate_per_s": 10**9, "batch_size": batch_size}
@@ -248,11 +249,6 @@ for _, key in ipairs(found[2]) do
 end
 return {found[1], gone}
 """
-REHASH_LUA = """
-for _ = 1, tonumber(ARGV[1]) do redis.call('EXISTS', 'bench:rehash') end
-return 0
-"""
-REHASH_CHUNK = 500_000  # lookups a call (~0.6 s): each moves one bucket of a running rehash
 PRELOAD_CHUNK = 250_000  # unread hashes per script call (about a second of Redis)
 SCAN_CHUNK = 20_000  # keys per cleanup call: 1.5 µs a key, 3.2 at 100,000 (a bigger Lua table)
 
@@ -285,34 +281,6 @@ def preload_site(count: int) -> None:
     print(
         f"Redis: the site's {count:,} unread hashes written in {time.perf_counter() - started:.0f}s"
     )
-
-
-def finish_rehash(limit_s: float = 300.0) -> None:
-    """Finish the move of the bench's Redis keys into a doubled table before anything is timed.
-
-    A preload that crossed 2^24 keys leaves Redis rehashing 2^24 buckets, during which each
-    command costs more. The first runs of 7 Dec 12:40 met it: 100k at 15.7k/s against 25.6k/s at
-    1M. Left to its cron, Redis moved a 2^20-bucket table in 345 s on this idle machine; every
-    lookup moves one bucket as well, and 700,000 EXISTS (script calls of 100,000) finished it in
-    0.8 s.
-    ``MEMORY STATS`` tells when it is done: in Redis 7.0 its table overhead is 40 bytes a key
-    (dictEntry and key robj) plus 8 a bucket, both tables' buckets while a rehash runs (1.5
-    times a power of two)."""
-    redis, started, lookups = get_redis(), time.perf_counter(), 0
-    db = f"db.{redis.connection_pool.connection_kwargs.get('db', 0)}"
-    while time.perf_counter() - started < limit_s:
-        keys = redis.dbsize()
-        overhead = redis.memory_stats().get(db, {}).get("overhead.hashtable.main", 0)
-        buckets = max((overhead - 40 * keys) // 8, 1)
-        if abs(buckets - 2 ** round(math.log2(buckets))) < buckets / 8:
-            break
-        redis.eval(REHASH_LUA, 0, REHASH_CHUNK)
-        lookups += REHASH_CHUNK
-    if lookups:
-        print(
-            f"Redis: its keyspace's rehash finished by {lookups:,} lookups in "
-            f"{time.perf_counter() - started:.0f}s"
-        )
 
 
 # -- followers -------------------------------------------------------------------------------
