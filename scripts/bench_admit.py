@@ -2,9 +2,9 @@
 
     python scripts/bench_admit.py [--site-keys 20000000] [--batches 100] [--repeats 3]
 
-Needs ``scripts/services up`` (Redis :6379; database 13 is flushed, then holds ``--site-keys``
-other users' unread hashes, as a production Redis holds the site's keys: a key looked up in a
-20M-key keyspace misses the CPU's caches, one in a small keyspace does not).
+Needs ``scripts/services up`` (Redis :6379; database 13 is flushed before and after; meanwhile it
+holds ``--site-keys`` other users' unread hashes, as a production Redis holds the site's keys: a
+key looked up in a 20M-key keyspace misses the CPU's caches, one in a small keyspace does not).
 
 A batch's admission (``bulk.quotas.admit_batch``, one Lua call: per-receiver caps, the daily
 budget, the batch's stored outcome) for ``--batches`` batches of 4,000 receivers, the product's
@@ -251,6 +251,7 @@ def main() -> None:
                     f"{got['cpu_us']:5.2f} us CPU per receiver"
                 )
     print_table(results, memory)
+    raw().flushdb(asynchronous=True)  # the site keys are ~2 GB of the services' Redis
 
 
 def print_table(
