@@ -7,6 +7,7 @@
                                   [--png docs/bench_scale.png]
     python scripts/bench_scale.py --replot var/bench_scale.json   # the plot again, no services
     python scripts/bench_scale.py --replot var/bench_scale.json --baseline empty.json
+                                  [--baseline-label "an empty Redis"]
                                   # with another run's rates beside (e.g. --redis-keys 0)
 
 Conditions (printed at the top of every run): a followers audience, the product's default
@@ -926,12 +927,14 @@ def plot(path: Path, data: dict[str, Any], baseline: dict[str, Any] | None = Non
     colour = {"hbase": "C0", "sql": "C1"}
     if baseline:
         for backend, runs in _by_backend(baseline).items():
-            label = f"{backend} inbox, {_redis_label(baseline)}"
+            label = f"{backend} inbox, {baseline.get('label') or _redis_label(baseline)}"
             sizes, rates = [r["recipients"] for r in runs], [r["rate"] for r in runs]
             rate_ax.plot(sizes, rates, "x:", color=colour[backend], label=label)
     for backend, runs in _by_backend(data).items():
         sizes = [r["recipients"] for r in runs]
         label = f"{backend} inbox" + (f", {_redis_label(data)}" if baseline else "")
+        if baseline and baseline.get("label"):
+            label = f"{backend} inbox, this run"
         rate_ax.plot(sizes, [r["rate"] for r in runs], "o-", color=colour[backend], label=label)
         peaks = [r["memory"]["pool_peak_mb"] or 0 for r in runs]
         mem_ax.plot(sizes, peaks, "o-", label=f"{backend}: one pool process, peak")
@@ -989,6 +992,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--baseline", type=Path, help="with --replot: another run's JSON, its rates drawn dotted"
     )
+    parser.add_argument(
+        "--baseline-label", help="what sets the baseline apart (its Redis's keys unless told)"
+    )
     return parser.parse_args()
 
 
@@ -996,6 +1002,8 @@ def main() -> None:
     args = parse_args()
     if args.replot:
         baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+        if baseline and args.baseline_label:
+            baseline["label"] = args.baseline_label
         plot(args.png, json.loads(args.replot.read_text()), baseline)
         print(f"plot: {args.png}")
         return
