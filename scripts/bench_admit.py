@@ -29,6 +29,7 @@ the first run).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -50,7 +51,7 @@ os.environ.update(
 
 import django  # noqa: E402
 import redis as redis_py  # noqa: E402
-from benchkit import finish_rehash  # noqa: E402
+from benchkit import finish_rehash, preload_site  # noqa: E402
 
 django.setup()
 
@@ -105,23 +106,6 @@ def raw() -> redis_py.Redis:
     return redis_py.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=None)
 
 
-def preload(count: int) -> None:
-    """``count`` other users' unread hashes (one conversation each), written by Lua in chunks."""
-    redis = raw()
-    have = int(redis.dbsize())
-    script = (
-        "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do "
-        "redis.call('HSET', 'unread:{u:' .. i .. '}', 'p:7', 1, 'k:7', 'business', "
-        "'c:business', 1, 't', 1) end"
-    )
-    step = 200_000
-    for low in range(have, count, step):
-        redis.eval(script, 0, low + 1, min(low + step, count))
-        if sys.stdout.isatty():
-            print(f"\r  site keys: {min(low + step, count):,} of {count:,}", end="", flush=True)
-    print(f"  site keys: {count:,}")
-
-
 def admit_by_range(sender: int, receivers: list[int], index: int) -> int:
     """The product's admission; returns how many receivers it capped."""
     policy = SenderPolicy(sender_uid=sender, per_receiver_limit=1, daily_budget=0)
@@ -154,15 +138,10 @@ def admit_by_modulo(sender: int, receivers: list[int], index: int) -> int:
     return capped.count(b",") + 1 if capped else 0
 
 
+@functools.cache
 def _previous() -> Any:
     """The previous script, registered (EVALSHA, as the product calls its own)."""
-    global _registered
-    if _registered is None:
-        _registered = get_redis().register_script(PREVIOUS_SCRIPT)
-    return _registered
-
-
-_registered: Any = None
+    return get_redis().register_script(PREVIOUS_SCRIPT)
 
 
 LAYOUTS: dict[str, Callable[[int, list[int], int], int]] = {
@@ -232,7 +211,8 @@ def main() -> None:
         f"medians of {args.repeats}, the layouts alternating"
     )
     raw().flushdb()
-    preload(args.site_keys)
+    preload_site(raw(), args.site_keys)
+    print(f"  site keys: {args.site_keys:,}")
     finish_rehash(raw())
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     memory: dict[tuple[str, str], tuple[float, int]] = {}

@@ -92,6 +92,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import benchkit
 from benchkit import finish_rehash
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,12 +234,6 @@ def reset_redis(site_keys: int) -> None:
 
 # The Redis a campaign meets in production holds the site's other users' unread hashes; an empty
 # one makes the run's own keys the whole keyspace (``--redis-keys``, module docstring).
-PRELOAD_LUA = """
-for uid = tonumber(ARGV[1]), tonumber(ARGV[2]) do
-  redis.call('HSET', 'unread:{u:' .. uid .. '}', 't', 1, 'c:primary', 1, 'p:1', 1, 'k:1', 'primary')
-end
-return 0
-"""
 KEEP_SITE_LUA = """
 local found = redis.call('SCAN', ARGV[1], 'COUNT', ARGV[2])
 local longest, gone = tonumber(ARGV[3]), 0
@@ -250,7 +245,6 @@ for _, key in ipairs(found[2]) do
 end
 return {found[1], gone}
 """
-PRELOAD_CHUNK = 250_000  # unread hashes per script call (about a second of Redis)
 SCAN_CHUNK = 20_000  # keys per cleanup call: 1.5 µs a key, 3.2 at 100,000 (a bigger Lua table)
 
 
@@ -275,10 +269,7 @@ def preload_site(count: int) -> None:
         transient=not sys.stdout.isatty(),
     ) as bar:
         task = bar.add_task("preload", total=count)
-        for first in range(1, count + 1, PRELOAD_CHUNK):
-            last = min(first + PRELOAD_CHUNK - 1, count)
-            redis.eval(PRELOAD_LUA, 0, first, last)
-            bar.update(task, completed=last)
+        benchkit.preload_site(redis, count, lambda last: bar.update(task, completed=last))
     print(
         f"Redis: the site's {count:,} unread hashes written in {time.perf_counter() - started:.0f}s"
     )
