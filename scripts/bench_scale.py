@@ -41,6 +41,11 @@ For each size and backend, in this order (both backends at one size before the n
   ``--aof-rewrite-min-mb`` (16 GB unless told: ``aof_min_mb``) keeps rewrites out of the runs;
   ``--aof-rewrite-min-mb 0`` leaves the server's 64 MB, from which each run's growing dataset is
   rewritten again and again;
+- per tenth of the recipients, what the machine did beside the workers (``host_by_tenth``,
+  sampled each second): the primary MariaDB's buffer pool (free pages, reads it made from disk,
+  InnoDB's MB/s read and written, waits for a free page), the CPU of the workers, MariaDB's
+  primary and replica, Redis and HBase's JVMs, and the machine's iowait: where a run slows,
+  these say which part it waited on;
 - the ETA's error at 10/50/90% done: the console's (bulk/live.py ``campaigns_live``, polled each
   second as the admin console does) and the API's (bulk/selectors.py ``campaign_progress``), each
   as (ETA - actual time left) / actual time left, the actual finish being ``finished_at``. Both
@@ -380,17 +385,21 @@ class RssSampler(threading.Thread):
         self.samples.append(self.sample())
 
     def sample(self) -> dict[str, Any]:
-        mains, pool = [], []
+        mains, pool, cpu = [], [], 0.0
         for main in self.mains:
             mains.append(_rss(main))
-            pool += [_rss(child) for child in _children(main)]
+            children = _children(main)
+            pool += [_rss(child) for child in children]
+            cpu += sum(_cpu_s(p) or 0.0 for p in [main, *children])
         return {
+            "workers_cpu_s": cpu,
             "t": time.time(),
             "processed": self.progress(),
             "main": mains,
             "pool": pool,
             "aof": aof_state(),
             "redis": redis_state(),
+            "host": host_state(),
         }
 
 
@@ -433,6 +442,102 @@ def redis_figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "keys_at_finish": states[-1][1]["keys"],
         "cpu_median_pct": round(statistics.median(per_s)) if per_s else None,
         "cpu_peak_5s_pct": round(max(fives)) if fives else None,
+    }
+
+
+INNODB = (
+    "Innodb_buffer_pool_pages_free",
+    "Innodb_buffer_pool_pages_total",
+    "Innodb_buffer_pool_reads",
+    "Innodb_buffer_pool_wait_free",
+    "Innodb_data_read",
+    "Innodb_data_written",
+)
+
+
+def host_state() -> dict[str, Any]:
+    """What the machine does beside the workers: the primary MariaDB's buffer pool (its free pages;
+    reads it had to make from disk, ``Innodb_buffer_pool_reads``; bytes read and written), the
+    CPU seconds of the primary and of its replica (the ports scripts/services uses), HBase's
+    JVMs' CPU seconds (every java process: ZooKeeper, master, RegionServers, Thrift gateways)
+    and the machine's iowait seconds (all cores)."""
+    if not hasattr(_local, "server"):
+        _local.server = _server()
+        _local.server.autocommit(True)
+        _local.mariadbd = _listener(3306)
+        _local.replica = _listener(3307)
+        _local.jvms = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "java"]
+    cursor = _local.server.cursor()
+    cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN %s", [INNODB])
+    found: dict[str, Any] = {name: int(value) for name, value in cursor.fetchall()}
+    found["mariadbd_cpu_s"] = _cpu_s(_local.mariadbd)
+    found["replica_cpu_s"] = _cpu_s(_local.replica)
+    found["hbase_cpu_s"] = sum(_cpu_s(p) or 0.0 for p in _local.jvms)
+    found["iowait_s"] = getattr(psutil.cpu_times(), "iowait", 0.0)
+    return found
+
+
+def _listener(port: int) -> psutil.Process | None:
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] in ("mariadbd", "mysqld") and _listens(proc, port):
+            return proc
+    return None
+
+
+def _cpu_s(proc: psutil.Process | None) -> float | None:
+    if proc is None:
+        return None
+    try:
+        times = proc.cpu_times()
+    except psutil.Error:
+        return None
+    return float(times.user + times.system)
+
+
+def host_by_tenth(samples: list[dict[str, Any]], total: int) -> list[dict[str, Any] | None]:
+    """Per tenth of the recipients (the samples whose progress lies in it): the buffer pool's free
+    pages at the tenth's end (% of the pool), its disk reads per 1,000 recipients, MB read and
+    written per second; the CPU (% of a core) of the workers, the primary MariaDB and its
+    replica, Redis and HBase's JVMs; the machine's iowait (% of one core). None where fewer than
+    two samples fell in the tenth."""
+    tenths: list[dict[str, Any] | None] = []
+    for k in range(10):
+        inside = [
+            s
+            for s in samples
+            if "host" in s and k * total / 10 <= s["processed"] <= (k + 1) * total / 10
+        ]
+        tenths.append(_tenth(inside[0], inside[-1]) if len(inside) >= 2 else None)
+    return tenths
+
+
+def _tenth(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    seconds, done = b["t"] - a["t"], b["processed"] - a["processed"]
+    if seconds <= 0 or done <= 0:
+        return None
+    ha, hb = a["host"], b["host"]
+
+    def cpu(a_s: float | None, b_s: float | None) -> int | None:
+        return None if a_s is None or b_s is None else round(100 * (b_s - a_s) / seconds)
+
+    return {
+        "pool_free_pct": round(
+            100 * hb["Innodb_buffer_pool_pages_free"] / hb["Innodb_buffer_pool_pages_total"], 1
+        ),
+        "disk_reads_per_1k": round(
+            1000 * (hb["Innodb_buffer_pool_reads"] - ha["Innodb_buffer_pool_reads"]) / done, 2
+        ),
+        "read_mb_s": round((hb["Innodb_data_read"] - ha["Innodb_data_read"]) / MB / seconds, 1),
+        "written_mb_s": round(
+            (hb["Innodb_data_written"] - ha["Innodb_data_written"]) / MB / seconds, 1
+        ),
+        "wait_free": hb["Innodb_buffer_pool_wait_free"] - ha["Innodb_buffer_pool_wait_free"],
+        "workers_cpu_pct": cpu(a.get("workers_cpu_s"), b.get("workers_cpu_s")),
+        "mariadbd_cpu_pct": cpu(ha["mariadbd_cpu_s"], hb["mariadbd_cpu_s"]),
+        "replica_cpu_pct": cpu(ha.get("replica_cpu_s"), hb.get("replica_cpu_s")),
+        "redis_cpu_pct": cpu(a["redis"]["cpu_s"], b["redis"]["cpu_s"]),
+        "hbase_cpu_pct": cpu(ha.get("hbase_cpu_s"), hb.get("hbase_cpu_s")),
+        "iowait_pct": round(100 * (hb["iowait_s"] - ha["iowait_s"]) / seconds),
     }
 
 
@@ -562,6 +667,7 @@ def run_campaign(sender: int, total: int, procs: list[subprocess.Popen[bytes]]) 
         "memory": memory_figures(sampler.samples, total),
         "aof": aof_figures(sampler.samples),
         "redis": redis_figures(sampler.samples),
+        "host": host_by_tenth(sampler.samples, total),
         "rss_samples": sampler.samples,
         "eta": eta_errors(watcher.marks, finished),
     }
@@ -805,6 +911,25 @@ def print_run(r: dict[str, Any]) -> None:
         f"  Redis: {_redis_cell(r)} (keys at launch → finish · CPU % of a core, median · 5 s peak)"
     )
     print("  ETA error (console · API): " + eta_text(r["eta"]))
+    for label, key in HOST_ROWS:
+        tenths = r.get("host", [])
+        cells = ["-" if t is None or t.get(key) is None else f"{t[key]:g}" for t in tenths]
+        print(f"  per tenth, {label}: {' '.join(cells)}")
+
+
+HOST_ROWS = [
+    ("buffer pool free %", "pool_free_pct"),
+    ("pool disk reads / 1k recipients", "disk_reads_per_1k"),
+    ("InnoDB MB/s read", "read_mb_s"),
+    ("InnoDB MB/s written", "written_mb_s"),
+    ("waits for a free page", "wait_free"),
+    ("workers' CPU % (all processes)", "workers_cpu_pct"),
+    ("MariaDB primary CPU %", "mariadbd_cpu_pct"),
+    ("MariaDB replica CPU %", "replica_cpu_pct"),
+    ("Redis CPU %", "redis_cpu_pct"),
+    ("HBase JVMs' CPU %", "hbase_cpu_pct"),
+    ("iowait % of a core", "iowait_pct"),
+]
 
 
 def eta_text(eta: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Which rate makes the best ETA: replayed on the progress bench_scale.py recorded, no services.
 
-    python scripts/eta_replay.py [var/bench_scale.json] [--min-recipients 1000000]
+    python scripts/eta_replay.py [var/bench_scale.json ...] [--min-recipients 1000000]
 
 ``bench_scale.py`` samples every campaign's processed count each second (``rss_samples``: the time
 and the ledger's processed total). For each run of at least ``--min-recipients``, this replays
@@ -9,6 +9,8 @@ every sample from 10% to 95% done through each candidate rate and compares the E
 
 - ``launch``: the average since the launch (the API's rate before the ledger window);
 - ``wN``: the recipients of the last N seconds over N seconds (the console's was w10);
+- ``mean``: the mean of w30 and ``launch``, the rate the product's ETA divides by
+  (``bulk.selectors.Rate.for_eta``);
 
 For each candidate and run: the signed error at 10, 50 and 90% done, the median absolute error
 over all samples, and the share of samples within 10%. ``bulk.selectors.RATE_WINDOW_S`` was
@@ -48,6 +50,13 @@ def window(seconds: float) -> Estimator:
     return rate
 
 
+def mean_of(*estimators: Estimator) -> Estimator:
+    def rate(samples: Sequence[Sample], i: int) -> float:
+        return sum(e(samples, i) for e in estimators) / len(estimators)
+
+    return rate
+
+
 def replay(run: dict[str, Any], estimator: Estimator) -> dict[str, Any]:
     samples = [(s["t"], s["processed"]) for s in run["rss_samples"]]
     total, finished = run["recipients"], samples[-1][0]
@@ -73,6 +82,7 @@ def replay(run: dict[str, Any], estimator: Estimator) -> dict[str, Any]:
 def candidates() -> dict[str, Estimator]:
     found: dict[str, Estimator] = {"launch": since_launch}
     found.update({f"w{w}": window(w) for w in WINDOWS})
+    found["mean"] = mean_of(since_launch, window(30))
     return found
 
 
@@ -87,12 +97,15 @@ def cell(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("json", nargs="?", type=Path, default=ROOT / "var/bench_scale.json")
+    parser.add_argument("json", nargs="*", type=Path, default=[ROOT / "var/bench_scale.json"])
     parser.add_argument("--min-recipients", type=int, default=1_000_000)
     args = parser.parse_args()
-    recorded = json.loads(args.json.read_text())
-    runs = [r for r in recorded["runs"] if r["recipients"] >= args.min_recipients]
-    print(f"{args.json} ({recorded.get('started', '?')}): {len(runs)} runs")
+    runs = []
+    for path in args.json:
+        recorded = json.loads(path.read_text())
+        found = [r for r in recorded["runs"] if r["recipients"] >= args.min_recipients]
+        print(f"{path} ({recorded.get('started', '?')}): {len(found)} runs")
+        runs += found
     print("per run: ETA error % at 10/50/90% done | median |error| %, share within 10%")
     print(f"{'rate':8s}" + "".join(f"  {run_name(r):^30s}" for r in runs) + "  worst mark")
     for name, estimator in candidates().items():
