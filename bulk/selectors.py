@@ -38,10 +38,10 @@ RATE_WINDOW_S = 30.0
 Replayed on the per-second progress of four 10M-recipient campaigns (two recordings, both inbox
 backends: ``scripts/eta_replay.py``, BENCHMARKS.md), that mean was off by at most 22% at 10, 50
 or 90% done (median over every sample 8.4%), the run's average alone by 27% (8.7%), the last
-30 s alone by 36% (11.2%), the last 10 s (the console's former rate) by 29% (13.4%). Over eight
-later 10M runs (7 Dec) the mean was within 10% at 11 of the 12 marks of the four whose rate
+30 s alone by 36% (11.2%), the last 10 s (the console's former rate) by 29% (13.4%). Over nine
+later 10M runs (7 Dec) the mean was within 10% at 14 of the 15 marks of the five whose rate
 held (worst +13%) and off by up to 23% in the four whose rate fell late; the run's average
-alone did as well in the first four (worst 10%) and worse in the others (25%)."""
+alone did about as well in the first five (worst 13%) and worse in the others (25%)."""
 RATE_MIN_BATCHES = 3
 RATE_MIN_S = 1.0
 
