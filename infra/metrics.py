@@ -4,7 +4,11 @@
 adds increments to an in-memory buffer and flushes it into one Redis hash (``metrics:counters``,
 one HINCRBY per series in one pipeline) at most every METRICS_FLUSH_S seconds and at exit; a
 scrape flushes its own process first, and reads Redis and the broker side by side
-(``side_by_side``). The hot path pays a dict update, not a round trip; one
+(``side_by_side``). The hot path pays a dict update, never a round trip: a daemon thread
+per process flushes (``_Flusher``), so a frozen Redis master holding the hash costs no request
+its timeout. Measured before (tests/api/test_cluster_freeze.py): one request a second paid the
+flush's 1-s timeout inline, e.g. a send during a master's freeze, 1 s for its write-rate bucket
+and 1 s for the flush; and a quiet process's last increments waited for its next one. One
 scrape sees every process of every host; nothing needs a per-host directory cleaned at restart
 (prometheus-client's multiprocess mode would). A process killed mid-interval loses at most that
 interval's increments. A forked child drops the buffer it inherited (its parent flushes it).
@@ -158,11 +162,54 @@ class _Buffer:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.pending: dict[str, int] = defaultdict(int)
-        self.flushed_at = time.monotonic()
-        self.pid = os.getpid()
 
 
-_buffer = _Buffer()
+class _Flusher:
+    """This process's flushing thread, started by the first increment (in a forked child too:
+    threads do not survive a fork). It wakes every 0.1 s and flushes once METRICS_FLUSH_S has
+    passed since its last flush (read each time: a test may change it); with
+    METRICS_FLUSH_S = 0 the increments flush inline instead (tests that read at once)."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+
+    def ensure(self) -> None:
+        if self.pid != os.getpid():
+            self.pid = os.getpid()
+            threading.Thread(target=self._run, name="metrics-flush", daemon=True).start()
+
+    def _run(self) -> None:
+        flushed = time.monotonic()
+        while True:
+            time.sleep(0.1)
+            if time.monotonic() - flushed < settings.METRICS_FLUSH_S:
+                continue
+            try:
+                flush()
+            except Exception:  # the thread outlives any one flush
+                log.exception("metrics: flush failed")
+            flushed = time.monotonic()
+
+
+_buffer, _flusher = _Buffer(), _Flusher()
+
+
+def _forked() -> None:
+    """A child forked while another thread held the lock would wait on it for ever; and what
+    the buffer held is the parent's to flush."""
+    global _buffer
+    _buffer = _Buffer()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def _added() -> None:
+    """After an increment: flush now (METRICS_FLUSH_S = 0) or make sure the thread runs."""
+    if settings.METRICS_FLUSH_S <= 0:
+        flush()
+    else:
+        _flusher.ensure()
 
 
 def series(name: str, labels: dict[str, str]) -> str:
@@ -174,25 +221,16 @@ def inc(name: str, n: int = 1, **labels: str) -> None:
     """Count ``n`` on a counter series (flushed to Redis at most every METRICS_FLUSH_S)."""
     key = series(name, labels)
     with _buffer.lock:
-        if _buffer.pid != os.getpid():  # a forked child: the parent flushes what it inherited
-            _buffer.pending.clear()
-            _buffer.pid = os.getpid()
         _buffer.pending[key] += n
-        due = time.monotonic() - _buffer.flushed_at >= settings.METRICS_FLUSH_S
-    if due:
-        flush()
+    _added()
 
 
 def flush() -> bool:
     """Adds this process's pending increments to the Redis hash; False when that Redis did not
     answer (they are kept for the next flush), True otherwise."""
     with _buffer.lock:
-        if _buffer.pid != os.getpid():
-            _buffer.pending.clear()
-            _buffer.pid = os.getpid()
         pending = dict(_buffer.pending)
         _buffer.pending.clear()
-        _buffer.flushed_at = time.monotonic()
     if not pending:
         return True
     try:
@@ -412,14 +450,9 @@ def observe(name: str, seconds: float, **labels: str) -> None:
     base = f"h|{name}|" + ",".join(f"{k}={str(labels[k]).translate(_UNSAFE)}" for k in names)
     le = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "+Inf")
     with _buffer.lock:
-        if _buffer.pid != os.getpid():
-            _buffer.pending.clear()
-            _buffer.pid = os.getpid()
         _buffer.pending[f"{base}|{le}"] += 1
         _buffer.pending[f"{base}|sum_us"] += round(seconds * 1e6)
-        due = time.monotonic() - _buffer.flushed_at >= settings.METRICS_FLUSH_S
-    if due:
-        flush()
+    _added()
 
 
 def histogram_families(stored: Mapping[Any, Any]) -> Iterator[Metric]:
