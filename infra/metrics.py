@@ -159,8 +159,12 @@ def register_gauges(read: GaugeReader) -> None:
 
 
 class _Buffer:
+    """The increments not yet flushed (``lock``), and ``flushing``: one flush at a time, so a
+    flush() returns only after one the thread had begun, and a read after it sees every count."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.flushing = threading.Lock()
         self.pending: dict[str, int] = defaultdict(int)
 
 
@@ -227,12 +231,17 @@ def inc(name: str, n: int = 1, **labels: str) -> None:
 
 def flush() -> bool:
     """Adds this process's pending increments to the Redis hash; False when that Redis did not
-    answer (they are kept for the next flush), True otherwise."""
-    with _buffer.lock:
-        pending = dict(_buffer.pending)
-        _buffer.pending.clear()
-    if not pending:
-        return True
+    answer (they are kept for the next flush), True otherwise. Returns after a flush the thread
+    had under way, so a read that follows sees what was counted before the call."""
+    buffer = _buffer
+    with buffer.flushing:
+        with buffer.lock:
+            pending = dict(buffer.pending)
+            buffer.pending.clear()
+        return _write(buffer, pending) if pending else True
+
+
+def _write(buffer: _Buffer, pending: dict[str, int]) -> bool:
     try:
         pipe = get_redis().pipeline(transaction=False)
         for key, n in pending.items():
@@ -240,9 +249,9 @@ def flush() -> bool:
         pipe.execute()
     except RedisError as exc:
         log.warning("metrics: flush to Redis failed; %d series kept", len(pending))
-        with _buffer.lock:
+        with buffer.lock:
             for key, n in pending.items():
-                _buffer.pending[key] += n
+                buffer.pending[key] += n
         return not store_unavailable(exc)
     return True
 
