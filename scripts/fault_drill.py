@@ -76,6 +76,7 @@ for _name in ("LIVE_REDIS_URL", "CELERY_RESULT_BACKEND", "BULK_BATCH_SIZE"):
     os.environ.pop(_name, None)  # the test environment's, if any: the drill's own stores only
 os.environ.update(DRILL_ENV)
 UNANSWERED_S = 10.0
+LOGS = ROOT / "var" / "drill"  # api.log, worker.log, beat.log
 ENDPOINTS = ("unread", "history", "conversations", "campaign", "send")
 FAULTS = {  # name: (scripts/services action down, action up, service)
     "redis": ("freeze", "thaw", "redis"),
@@ -128,7 +129,7 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
 @contextmanager
 def deployment(backend: str) -> Iterator[None]:
     """The API, one worker and beat, as docs/operations.md runs them; stopped on the way out."""
-    var = ROOT / "var" / "drill"
+    var = LOGS
     var.mkdir(parents=True, exist_ok=True)
     os.environ["INBOX_BACKEND"] = backend
     py = sys.executable
@@ -260,6 +261,7 @@ class Answer:
     status: int  # 0: no answer within the client's timeout (or the connection failed)
     seconds: float
     uid: int = 0  # the user read (unread, history, conversations)
+    request_id: str = ""  # the API's X-Request-ID: its lines in api.log
 
 
 @dataclass
@@ -306,8 +308,8 @@ class Clients:
         )
         if kind == "campaign":
             token = s.tokens["campaigns"]
-        status, seconds, conn = request(conn, "GET", path, token, None)
-        self.answers.append(Answer(time.time(), kind, status, seconds, uid))
+        status, seconds, conn, rid = request(conn, "GET", path, token, None)
+        self.answers.append(Answer(time.time(), kind, status, seconds, uid, rid))
         return conn
 
     def _send(self, conn: http.client.HTTPConnection) -> http.client.HTTPConnection:
@@ -321,10 +323,10 @@ class Clients:
             "content": {"type": "text", "text": msg_id},
         }
         while True:
-            status, seconds, conn = request(
+            status, seconds, conn, rid = request(
                 conn, "POST", "/api/v1/messages", self.scene.tokens["inbox"], body
             )
-            self.answers.append(Answer(time.time(), "send", status, seconds))
+            self.answers.append(Answer(time.time(), "send", status, seconds, request_id=rid))
             if status in (200, 201):
                 self.accepted.add(msg_id)
                 return conn
@@ -335,19 +337,21 @@ class Clients:
 
 def request(
     conn: http.client.HTTPConnection, method: str, path: str, token: str, body: Any
-) -> tuple[int, float, http.client.HTTPConnection]:
+) -> tuple[int, float, http.client.HTTPConnection, str]:
+    """(status, seconds, the connection to use next, the answer's X-Request-ID or "")."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     started = time.perf_counter()
+    rid = ""
     try:
         conn.request(method, path, json.dumps(body) if body else None, headers)
         response = conn.getresponse()
         response.read()
-        status = response.status
+        status, rid = response.status, response.getheader("X-Request-ID") or ""
     except (OSError, http.client.HTTPException):
         conn.close()
         conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
         status = 0
-    return status, time.perf_counter() - started, conn
+    return status, time.perf_counter() - started, conn, rid
 
 
 # -- one fault -------------------------------------------------------------------------------------
@@ -540,9 +544,39 @@ def report(outcome: Outcome, hold: float) -> list[str]:
                     f"{outcome.fault} {phase} {endpoint}: {fives} 5xx other than 503, "
                     f"{none} unanswered, {slow} took >= {UNANSWERED_S:.0f} s"
                 )
+    slowest(outcome)
     verdict = "; ".join(outcome.problems) if outcome.problems else "every recipient exact"
     print(f"    checks: {verdict}", flush=True)
     return bad + [f"{outcome.fault}: {p}" for p in outcome.problems]
+
+
+def slowest(outcome: Outcome) -> None:
+    """The slowest answer while the store was out, and what the API logged for its request."""
+    out = [a for a in outcome.answers if outcome.down_at <= a.at < outcome.up_at]
+    if not out:
+        return
+    a = max(out, key=lambda answer: answer.seconds)
+    print(f"    slowest: {a.endpoint} {a.status or 'no answer'} after {a.seconds:.2f} s", end="")
+    print(f", request {a.request_id}" if a.request_id else "")
+    for line in logged(a.request_id)[:6]:
+        print(f"      {line}")
+
+
+def logged(request_id: str) -> list[str]:
+    """api.log's lines of one request: time, logger and message."""
+    if not request_id or not (LOGS / "api.log").exists():
+        return []
+    found = []
+    with open(LOGS / "api.log", encoding="utf-8", errors="replace") as log:
+        for line in log:
+            if request_id not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            found.append(f"{record['time'][11:23]} {record['logger']}: {record['message'][:110]}")
+    return found
 
 
 def rows(outcome: Outcome, lo: float, hi: float) -> Iterator[tuple[str, list[Answer]]]:
