@@ -86,6 +86,7 @@ from prometheus_client.core import (
 from redis.exceptions import RedisError
 
 from infra import broker
+from infra.logs import warn_sparsely
 from infra.redis import get_redis
 from infra.store_errors import store_unavailable
 
@@ -248,7 +249,7 @@ def _write(buffer: _Buffer, pending: dict[str, int]) -> bool:
             pipe.hincrby(KEY, key, n)
         pipe.execute()
     except RedisError as exc:
-        log.warning("metrics: flush to Redis failed; %d series kept", len(pending))
+        warn_sparsely(log, "flush", "metrics: flush to Redis failed; %d series kept", len(pending))
         with buffer.lock:
             for key, n in pending.items():
                 buffer.pending[key] += n
