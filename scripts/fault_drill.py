@@ -129,8 +129,7 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
 @contextmanager
 def deployment(backend: str) -> Iterator[None]:
     """The API, one worker and beat, as docs/operations.md runs them; stopped on the way out."""
-    var = LOGS
-    var.mkdir(parents=True, exist_ok=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
     os.environ["INBOX_BACKEND"] = backend
     py = sys.executable
     procs = [
@@ -148,7 +147,7 @@ def deployment(backend: str) -> Iterator[None]:
                 f"127.0.0.1:{PORT}",
                 "--no-control-socket",
             ],
-            var / "api.log",
+            LOGS / "api.log",
         ),
         start(
             [
@@ -167,11 +166,11 @@ def deployment(backend: str) -> Iterator[None]:
                 "--without-gossip",
                 "--without-mingle",
             ],
-            var / "worker.log",
+            LOGS / "worker.log",
         ),
         start(
-            [py, "-m", "celery", "-A", "config", "beat", "--schedule", str(var / "beat-schedule")],
-            var / "beat.log",
+            [py, "-m", "celery", "-A", "config", "beat", "--schedule", str(LOGS / "beat-schedule")],
+            LOGS / "beat.log",
         ),
     ]
     try:
