@@ -400,6 +400,9 @@ CELERY_BEAT_SCHEDULE = {
 # past it, 429 with Retry-After.
 API_WRITE_RATE_PER_S = env_float("API_WRITE_RATE_PER_S", 2000)
 API_WRITE_BURST = env_float("API_WRITE_BURST", 4000)
+# A write waits at most this long for its client's bucket, then is let through (Redis slow or
+# frozen: the limiter must not be what makes a request slow); 0: wait as long as Redis's timeout.
+API_WRITE_RATE_WAIT_S = env_float("API_WRITE_RATE_WAIT_S", 0.1)
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

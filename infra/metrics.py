@@ -32,6 +32,8 @@ Series, each prefixed ``missive_``:
   replica_fallback_reads_total{outcome} API reads the primary failed, run on the replica
                                         (api/fallback.py): served | failed
   redis_refused_writes_total{reason}    writes Redis refused: OOM (maxmemory) | MISCONF (disk)
+  api_writes_unthrottled_total{reason}  API writes let through, their write-rate bucket unanswered:
+                                        slow (past API_WRITE_RATE_WAIT_S) | error (api/throttles.py)
   redis_global_unanswered_total{key}    unread reads served without a cluster-wide key whose node
                                         did not answer: epoch | announcements | big_ups
                                         (infra/outages.py)
@@ -122,6 +124,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     # gray failures (infra/outages.py): Redis answered OOM (maxmemory) or MISCONF (cannot persist)
     "redis_refused_writes": ("Writes Redis refused: OOM or MISCONF.", ("reason",)),
+    "api_writes_unthrottled": (
+        "API writes let through because their client's write-rate bucket did not answer: slow "
+        "(past API_WRITE_RATE_WAIT_S) or error.",
+        ("reason",),
+    ),
     "redis_global_unanswered": (
         "Unread reads served without a cluster-wide key (epoch, announcements, big_ups) whose "
         "node did not answer.",
