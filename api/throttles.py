@@ -95,4 +95,7 @@ def _pool() -> ThreadPoolExecutor:
 
 @functools.cache
 def _pool_of(pid: int) -> ThreadPoolExecutor:
+    """A plain executor, which queues, not storage.convcache.pools' BoundedPool, which refuses
+    work when its threads are busy: with more than BUCKET_THREADS writes at once on a Redis that
+    answers, a refused call would let a busy client's writes through unlimited."""
     return ThreadPoolExecutor(BUCKET_THREADS, thread_name_prefix="write-rate-bucket")
