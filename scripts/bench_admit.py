@@ -51,7 +51,7 @@ os.environ.update(
 
 import django  # noqa: E402
 import redis as redis_py  # noqa: E402
-from benchkit import finish_rehash, preload_site  # noqa: E402
+from benchkit import finish_rehash, preload_site, redis_cpu_s  # noqa: E402
 
 django.setup()
 
@@ -156,11 +156,6 @@ def audience(kind: str, batch: int) -> list[int]:
     return list(range(first, first + BATCH * stride, stride))
 
 
-def redis_cpu() -> float:
-    cpu = get_redis().info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-
 def run(layout: str, kind: str, sender: int, batches: int) -> dict[str, float]:
     """One campaign's admissions; ``again``: the sender's second, every receiver capped."""
     redis = get_redis()
@@ -169,7 +164,7 @@ def run(layout: str, kind: str, sender: int, batches: int) -> dict[str, float]:
         for n in range(batches):
             admit(sender, audience("dense", n), n)
     redis.config_resetstat()
-    cpu = redis_cpu()
+    cpu = redis_cpu_s(get_redis())
     for n in range(batches):
         capped = admit(sender, audience("sparse" if kind == "sparse" else "dense", n), n + batches)
         want = BATCH if kind == "again" else 0
@@ -179,7 +174,7 @@ def run(layout: str, kind: str, sender: int, batches: int) -> dict[str, float]:
     stats = redis.info("commandstats")
     return {
         "command_us": stats["cmdstat_evalsha"]["usec"] / receivers,
-        "cpu_us": (redis_cpu() - cpu) * 1e6 / receivers,
+        "cpu_us": (redis_cpu_s(get_redis()) - cpu) * 1e6 / receivers,
     }
 
 

@@ -75,7 +75,7 @@ import django  # noqa: E402
 django.setup()
 
 
-from benchkit import prepare_stores  # noqa: E402
+from benchkit import cpu_s, prepare_stores  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from bulk import services  # noqa: E402
@@ -142,12 +142,6 @@ def start_workers(backend: str, count: int) -> list[subprocess.Popen[bytes]]:
         if names <= seen:
             return procs
     raise SystemExit("benchmark workers did not start")
-
-
-def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
-    """User + system CPU the process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -291,11 +285,11 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     follower = start_follower(args.server_id, Path(args.follower_log), args.profile)
     workers = start_workers(args.backend, args.workers)
     try:
-        cpu_before = cpu_seconds(follower)
+        cpu_before = cpu_s([follower.pid])
         seconds, samples, campaign_id = run_campaign(sender, args.every)
-        cpu_campaign = cpu_seconds(follower) - cpu_before
+        cpu_campaign = cpu_s([follower.pid]) - cpu_before
         drained = drain(position.primary_now())
-        cpu_total = cpu_seconds(follower) - cpu_before
+        cpu_total = cpu_s([follower.pid]) - cpu_before
         showing = shown(cached, sender)  # before the edits delete half of them
         edits = dba_edits(sender, recipients, args.backend)
     finally:

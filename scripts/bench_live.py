@@ -74,7 +74,7 @@ from typing import Any
 import psutil
 import websockets
 from bench_groups import Uids, make_group
-from benchkit import serve
+from benchkit import cpu_s, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -313,17 +313,6 @@ def start_workers(count: int, queue: str = "bulk.daily") -> list[subprocess.Pope
     ]
 
 
-def workers_cpu_s(workers: list[subprocess.Popen[bytes]]) -> float:
-    """CPU seconds (user + system) the worker processes and their pool children have used."""
-    total = 0.0
-    for proc in workers:
-        top = psutil.Process(proc.pid)
-        for one in [top, *top.children(recursive=True)]:
-            times = one.cpu_times()
-            total += times.user + times.system
-    return total
-
-
 def launch(sender: int) -> int:
     from bulk import services
 
@@ -378,13 +367,13 @@ async def campaign(port: int, args: argparse.Namespace) -> None:
     workers = start_workers(args.workers)
     try:
         await asyncio.sleep(5)  # the workers import and connect
-        cpu_before = workers_cpu_s(workers)
+        cpu_before = cpu_s([w.pid for w in workers], descendants=True)
         launched = time.time()
         campaign_id = await asyncio.to_thread(launch, sender)
         status, delivered = await wait_campaign(campaign_id, arrived, len(online))
         took = time.time() - launched
         rate = await asyncio.to_thread(campaign_rate, campaign_id)
-        cpu = workers_cpu_s(workers) - cpu_before
+        cpu = cpu_s([w.pid for w in workers], descendants=True) - cpu_before
     finally:
         for proc in workers:
             proc.terminate()

@@ -98,7 +98,7 @@ from pathlib import Path
 from typing import Any
 
 import benchkit
-from benchkit import finish_rehash
+from benchkit import cpu_s, finish_rehash, redis_cpu_s
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -423,8 +423,7 @@ def aof_figures(samples: list[dict[str, Any]]) -> dict[str, int]:
 def redis_state() -> dict[str, float]:
     """Redis's CPU seconds so far (user + system, INFO cpu) and the bench database's keys."""
     redis = get_redis()
-    cpu = redis.info("cpu")
-    return {"cpu_s": cpu["used_cpu_user"] + cpu["used_cpu_sys"], "keys": redis.dbsize()}
+    return {"cpu_s": redis_cpu_s(redis), "keys": redis.dbsize()}
 
 
 def redis_figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -485,13 +484,7 @@ def _listener(port: int) -> psutil.Process | None:
 
 
 def _cpu_s(proc: psutil.Process | None) -> float | None:
-    if proc is None:
-        return None
-    try:
-        times = proc.cpu_times()
-    except psutil.Error:
-        return None
-    return float(times.user + times.system)
+    return None if proc is None else cpu_s([proc.pid])
 
 
 def host_by_tenth(samples: list[dict[str, Any]], total: int) -> list[dict[str, Any] | None]:

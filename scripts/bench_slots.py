@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import redis_cpu_s
+
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE = "redis://127.0.0.1:6379/12"
 CLUSTER_PORTS = (7000, 7001, 7002, 7003, 7004, 7005)
@@ -111,7 +113,7 @@ def run(batches: list[list[int]], servers: dict[int, Any]) -> dict[str, float]:
 
     for server in servers.values():
         server.config_resetstat()
-    cpu0 = {port: _cpu(server) for port, server in servers.items()}
+    cpu0 = {port: redis_cpu_s(server) for port, server in servers.items()}
     wall0, own0 = time.perf_counter(), time.process_time()
     for n, batch in enumerate(batches):
         marker = f"bench_slots:{batch[0]}:{n}"
@@ -123,17 +125,12 @@ def run(batches: list[list[int]], servers: dict[int, Any]) -> dict[str, float]:
     result = {"wall_ms": 1000 * wall / len(batches), "client_us": 1e6 * own / owners}
     for role in ("master", "slave"):
         ports = [p for p, s in servers.items() if s.info("replication")["role"] == role]
-        cpu = sum(_cpu(servers[p]) - cpu0[p] for p in ports)
+        cpu = sum(redis_cpu_s(servers[p]) - cpu0[p] for p in ports)
         total, lua = _command_time([servers[p] for p in ports], clustered=len(servers) > 1)
         result[f"{role}_cpu_us"] = 1e6 * cpu / owners
         result[f"{role}_cmd_us"] = 1e6 * total / owners
         result[f"{role}_lua_us"] = 1e6 * lua / owners
     return result
-
-
-def _cpu(server: Any) -> float:
-    info = server.info("cpu")
-    return float(info["used_cpu_sys"] + info["used_cpu_user"])
 
 
 def _command_time(servers: list[Any], *, clustered: bool) -> tuple[float, float]:

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import children_of, cpu_s
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB_NAME = "bench6"
@@ -182,14 +184,14 @@ def run_wrk(
     # warm: every worker's first requests go through Django, which caches the principal there
     warm = [wrk, "-t1", f"-c{args.connections}", "-d2s", *head]
     subprocess.run(warm, capture_output=True, check=True)
-    cpu_before = server_cpu_s(server)
+    cpu_before = cpu_s(children_of(server))
     out = subprocess.run(
         [wrk, f"-t{args.threads}", f"-c{args.connections}", f"-d{args.seconds}s", *head],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    cpu = server_cpu_s(server) - cpu_before
+    cpu = cpu_s(children_of(server)) - cpu_before
     os.unlink(f.name)
     done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -238,19 +240,6 @@ def run_redis_benchmark(args: argparse.Namespace) -> dict[str, float]:
         "p99": float(row["p99_latency_ms"]),
         "errors": 0.0,
     }
-
-
-def server_cpu_s(master: int) -> float:
-    """CPU seconds (user + system) used so far by the server's workers (children of ``master``)."""
-    ticks = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended meanwhile
-            continue
-        if int(fields[1]) == master:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 FAST_PARTS = {

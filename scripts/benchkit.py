@@ -7,11 +7,41 @@ import math
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_s(pids: Iterable[int], *, descendants: bool = False) -> float:
+    """User + system CPU seconds these processes have used so far, all their threads, and with
+    ``descendants`` their child processes' too (a Celery worker's pool). A process that ended
+    meanwhile counts nothing."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            top = psutil.Process(pid)
+            procs = [top, *top.children(recursive=True)] if descendants else [top]
+            total += sum(sum(one.cpu_times()[:2]) for one in procs)
+        except psutil.Error:  # ended meanwhile
+            continue
+    return total
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of a process's children (a gunicorn master's workers)."""
+    import psutil
+
+    return [child.pid for child in psutil.Process(pid).children()]
+
+
+def redis_cpu_s(client: Any) -> float:
+    """A Redis server's own CPU seconds so far (``INFO cpu``: user + system)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def create_database(name: str) -> None:

@@ -43,13 +43,12 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psutil
-from benchkit import create_database
+from benchkit import cpu_s, create_database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -123,11 +122,6 @@ def _pid_file(path: Path) -> int:
     return int(path.read_text().split()[0])
 
 
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU seconds of these processes, all their threads."""
-    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
-
-
 @dataclass(frozen=True)
 class Timing:
     """``done`` units of work in ``wall`` seconds, and the CPU seconds each server spent on it."""
@@ -144,10 +138,10 @@ class Timing:
 
 
 def timed(pids: dict[str, list[int]], work: Callable[[], float]) -> Timing:
-    before, t0 = {s: cpu_seconds(p) for s, p in pids.items()}, time.perf_counter()
+    before, t0 = {s: cpu_s(p) for s, p in pids.items()}, time.perf_counter()
     done = work()
     wall = time.perf_counter() - t0
-    return Timing(done, wall, {s: cpu_seconds(p) - before[s] for s, p in pids.items()})
+    return Timing(done, wall, {s: cpu_s(p) - before[s] for s, p in pids.items()})
 
 
 def idle_rates(pids: dict[str, list[int]], seconds: float = 3.0) -> dict[str, float]:
