@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from io import StringIO
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
@@ -17,6 +20,7 @@ from bulk import services
 from bulk.models import Audience, Campaign, CampaignStatus, SenderPolicy
 from messaging.models import Message
 from tests.bulk.helpers import assert_delivered, block, drive, follow, received, shop
+from tests.conftest import ROOT, worker_env
 
 pytestmark = pytest.mark.django_db
 Uids = Callable[[int], list[int]]
@@ -297,6 +301,26 @@ def test_watch_reports_a_pause_and_exits_on_it_when_asked(uids: Uids) -> None:
 
     assert f"Campaign {campaign_id} paused: budget" in output
     assert message == f"Campaign {campaign_id} still paused at the timeout."
+
+
+def test_watch_names_the_database_setting_when_the_database_refuses_it(uids: Uids) -> None:
+    """A store that does not answer is waited out (tests/bulk/test_commands_freeze.py); one
+    that refuses the credentials is a configuration error: exit 1 naming the setting."""
+    sender, fan = uids(2)
+    shop(sender)
+    campaign_id = created_id(run("campaign_send", "--sender", sender, "--text", "x", "--uids", fan))
+    env = worker_env(settings.DATABASES["default"]["NAME"])
+    env["DATABASE_URL"] = env["DATABASE_URL"].replace("missive:missive@", "missive:wrong@", 1)
+    assert "wrong@" in env["DATABASE_URL"]
+    command = [sys.executable, "manage.py", "campaign_watch", str(campaign_id), "--timeout", "30"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr
+    db = settings.DATABASES["default"]
+    where = f"{db['HOST']}:{db['PORT'] or 3306}"
+    assert f"DATABASE_URL names {where} but cannot connect there" in done.stderr, done.stderr
+    assert "OperationalError 1045: Access denied" in done.stderr, done.stderr
 
 
 def test_watch_refuses_unknown_and_malformed_ids() -> None:

@@ -1,8 +1,9 @@
 """The operator's commands through a frozen MariaDB (``scripts/services freeze``: SIGSTOP, its
 connections stay open and nothing answers), each in a process of its own as an operator runs it.
 
-- ``campaign_watch`` waits the freeze out: one line says a store is not answering, one that it
-  answers again, and the watch ends with the campaign's summary (exit 0), not a traceback.
+- ``campaign_watch`` waits the freeze out, whether it meets it mid-way or starts during it: one
+  line says a store is not answering, one that it answers again, and the watch ends with the
+  campaign's summary (exit 0), not a traceback.
 - A command that meets the freeze mid-way (``campaign_send`` streaming a ``--uids-file``) ends
   with ONE line on stderr naming the store and exit status 75, not a traceback, and leaves
   nothing half-stored: the upload is one transaction.
@@ -100,6 +101,31 @@ def test_campaign_watch_waits_out_a_frozen_mariadb_and_ends_with_the_summary(
     assert output.rstrip().endswith(
         f"Campaign {campaign.pk} finished: 2 delivered of 2; skipped 0 quota, 0 blocked, "
         "0 invalid, 0 duplicate; 0 failed."
+    )
+
+
+def test_campaign_watch_started_during_the_freeze_waits_it_out(uids: Uids) -> None:
+    """Django's start-up checks would have ended this watch with a SystemCheckError (the
+    primary "cannot connect"); it waits instead, as it does mid-way."""
+    sender, fan = uids(2)
+    shop(sender)
+    call_command("campaign_send", "--sender", str(sender), "--text", "x", "--uids", str(fan))
+    campaign = Campaign.objects.get(sender_uid=sender)
+    with frozen("mariadb"):
+        watch = process("manage.py", "campaign_watch", str(campaign.pk), "--interval", "0.2")
+        time.sleep(5.0)  # the process starts, then its polls time out (1 s) or fail at once
+        assert watch.poll() is None, watch.communicate()  # still watching
+    finished = drive(campaign.pk)
+    output, _ = watch.communicate(timeout=60)
+    print(output)
+
+    assert finished.status == CampaignStatus.FINISHED
+    assert watch.returncode == 0, output
+    assert output.startswith(f"Campaign {campaign.pk}: a store is not answering"), output
+    assert f"Campaign {campaign.pk}: the stores answer again." in output
+    assert output.rstrip().endswith(
+        f"Campaign {campaign.pk} finished: 1 delivered of 1; "
+        "skipped 0 quota, 0 blocked, 0 invalid, 0 duplicate; 0 failed."
     )
 
 

@@ -3,8 +3,9 @@
 A live progress bar of one campaign (processed = delivered + skipped + failed, out of the planned
 total; rate; ETA; status) until it is finished, cancelled or failed (exit 0). A pause prints its
 reason and keeps watching (a budget pause resumes by itself), unless ``--exit-on-pause``. A store
-that does not answer (MariaDB frozen, Redis restarting) is waited out like a pause: one line says
-so, the bar shows ``waiting``, and the watch goes on once it answers (``--timeout`` still holds).
+that does not answer (MariaDB frozen, Redis restarting), as the watch starts or mid-way, is waited
+out like a pause: one line says so, the bar shows ``waiting``, and the watch goes on once it
+answers (``--timeout`` still holds).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connections
+from django.db import DatabaseError, connections
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
@@ -72,11 +73,9 @@ def watch(
     """Poll the campaign and redraw the bar until it ends (or pauses, with ``exit_on_pause``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     reported_pause = ""
-    if not Campaign.objects.filter(pk=campaign_id).exists():  # before any bar is drawn
-        raise CommandError(f"No campaign {campaign_id}.")
+    waiting = _wait_for_stores(campaign_id, console, interval, deadline)  # before any bar
     with Progress(*_columns(), console=console) as bar:
         task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
-        waiting = False
         while True:
             polled = _poll(campaign_id)
             if polled is None:  # a store did not answer: said once, then waited out
@@ -110,6 +109,21 @@ def watch(
 
 
 OUTAGE = "a store is not answering (MariaDB or Redis); still watching."
+
+
+def _wait_for_stores(
+    campaign_id: int, console: Console, interval: float, deadline: float | None
+) -> bool:
+    """Poll until the stores answer, before any bar is drawn (a missing campaign: CommandError);
+    True when it had to wait, which it says once, as mid-way."""
+    waited = False
+    while _poll(campaign_id) is None:
+        if not waited:
+            console.print(f"Campaign {campaign_id}: {OUTAGE}", soft_wrap=True)
+        waited = True
+        _check_deadline(deadline, campaign_id, "waiting for the stores")
+        time.sleep(interval)
+    return waited
 
 
 def _poll(campaign_id: int) -> tuple[Campaign, dict[str, Any]] | None:
@@ -152,6 +166,10 @@ def campaign_id(text: str) -> int:
 
 class Command(BaseCommand):
     help = "Watch a campaign's progress until it finishes, is cancelled or fails."
+    # Django's start-up checks (infra/checks.py) would end the watch when a store does not answer
+    # as it starts; the watch waits that out as it does mid-way. They still run when the database
+    # fails otherwise (a wrong password, no such database), to name the setting and the address.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("campaign_id", type=campaign_id)
@@ -160,10 +178,14 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=positive_float, help="give up after N seconds")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        watch(
-            options["campaign_id"],
-            console=console_for(self),
-            interval=options["interval"],
-            exit_on_pause=options["exit_on_pause"],
-            timeout=options["timeout"],
-        )
+        try:
+            watch(
+                options["campaign_id"],
+                console=console_for(self),
+                interval=options["interval"],
+                exit_on_pause=options["exit_on_pause"],
+                timeout=options["timeout"],
+            )
+        except DatabaseError:  # not an outage (those are waited out): what the checks say
+            self.check()
+            raise
