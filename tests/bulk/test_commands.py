@@ -15,8 +15,10 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
+from rich.console import Console
 
 from bulk import services
+from bulk.management.commands.campaign_watch import PlainLines
 from bulk.models import Audience, Campaign, CampaignStatus, SenderPolicy
 from messaging.models import Message
 from tests.bulk.helpers import assert_delivered, block, drive, follow, received, shop
@@ -321,6 +323,28 @@ def test_watch_names_the_database_setting_when_the_database_refuses_it(uids: Uid
     where = f"{db['HOST']}:{db['PORT'] or 3306}"
     assert f"DATABASE_URL names {where} but cannot connect there" in done.stderr, done.stderr
     assert "OperationalError 1045: Access denied" in done.stderr, done.stderr
+
+
+def test_watch_into_a_pipe_prints_a_line_at_each_status_and_every_10_s(uids: Uids) -> None:
+    sender, fan = uids(2)
+    shop(sender)
+    campaign = Campaign.objects.get(
+        pk=created_id(run("campaign_send", "--sender", sender, "--text", "x", "--uids", fan))
+    )
+    out = StringIO()
+    campaign.planned, campaign.total = True, 1  # as once its workers have planned it
+    clock = iter([100.0, 101.0, 102.0, 112.5, 113.0])
+    lines = PlainLines(Console(file=out), clock=lambda: next(clock))  # not a terminal
+    progress = {"rate_per_s": 1234.5, "eta_s": 61.0}
+    for status in ("running", "running", "paused", "paused", "finished"):
+        campaign.status = status
+        lines.show(campaign, progress)
+
+    assert out.getvalue().splitlines() == [
+        f"Campaign {campaign.pk} running: 0 of 1 (0.0%), 1,234.5/s, eta 61 s",  # the first poll
+        f"Campaign {campaign.pk} paused: 0 of 1 (0.0%), 1,234.5/s, eta 61 s",  # a new status
+        f"Campaign {campaign.pk} paused: 0 of 1 (0.0%), 1,234.5/s, eta 61 s",  # 10 s later
+    ]  # nothing at "finished": the summary line says it
 
 
 def test_watch_refuses_unknown_and_malformed_ids() -> None:

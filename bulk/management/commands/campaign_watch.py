@@ -1,7 +1,8 @@
 """``manage.py campaign_watch ID [--interval 0.5] [--exit-on-pause] [--timeout S]``
 
 A live progress bar of one campaign (processed = delivered + skipped + failed, out of the planned
-total; rate; ETA; status) until it is finished, cancelled or failed (exit 0). A pause prints its
+total; rate; ETA; status) until it is finished, cancelled or failed (exit 0); into a file or a
+pipe, a plain line of the same instead, every 10 s and at each change of status. A pause prints its
 reason and keeps watching (a budget pause resumes by itself), unless ``--exit-on-pause``. A store
 that does not answer (MariaDB frozen, Redis restarting), as the watch starts or mid-way, is waited
 out like a pause: one line says so, the bar shows ``waiting``, and the watch goes on once it
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -74,6 +76,7 @@ def watch(
     deadline = None if timeout is None else time.monotonic() + timeout
     reported_pause = ""
     waiting = _wait_for_stores(campaign_id, console, interval, deadline)  # before any bar
+    lines = PlainLines(console)
     with Progress(*_columns(), console=console) as bar:
         task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
         while True:
@@ -91,6 +94,7 @@ def watch(
             waiting = False
             campaign, progress = polled
             _show(bar, task, progress, campaign)
+            lines.show(campaign, progress)
             if campaign.status in FINAL:
                 break
             if campaign.status == CampaignStatus.PAUSED:
@@ -109,6 +113,39 @@ def watch(
 
 
 OUTAGE = "a store is not answering (MariaDB or Redis); still watching."
+PLAIN_EVERY_S = 10.0
+
+
+class PlainLines:
+    """Where no bar can be drawn (the output is a file or a pipe: a log, cron, CI), a line of
+    progress at the first poll, at each change of status and every PLAIN_EVERY_S seconds between,
+    until the summary; without it such a watch printed nothing until the campaign ended."""
+
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+        self.console, self.clock = console, clock
+        self.on = not console.is_terminal
+        self.status = ""
+        self.at = 0.0
+
+    def show(self, campaign: Campaign, progress: dict[str, Any]) -> None:
+        now = self.clock()
+        if not self.on or campaign.status in FINAL:  # the summary line follows
+            return
+        if campaign.status == self.status and now - self.at < PLAIN_EVERY_S:
+            return
+        self.status, self.at = campaign.status, now
+        self.console.print(progress_line(campaign, progress), soft_wrap=True)
+
+
+def progress_line(campaign: Campaign, progress: dict[str, Any]) -> str:
+    """``Campaign 7 running: 120,000 of 1,000,000 (12.0%), 35,123.4/s, eta 25 s``."""
+    done, total = campaign.processed, campaign.total
+    of = f"{total:,} ({100 * done / total:.1f}%)" if campaign.planned and total else "?"
+    if not campaign.planned and total:
+        of = f"{total:,} planned so far"
+    eta = "—" if progress["eta_s"] is None else f"{progress['eta_s']:,.0f} s"
+    rate = f"{progress['rate_per_s']:,.1f}/s"
+    return f"Campaign {campaign.pk} {campaign.status}: {done:,} of {of}, {rate}, eta {eta}"
 
 
 def _wait_for_stores(
