@@ -140,9 +140,10 @@ class PlainLines:
 def progress_line(campaign: Campaign, progress: dict[str, Any]) -> str:
     """``Campaign 7 running: 120,000 of 1,000,000 (12.0%), 35,123.4/s, eta 25 s``."""
     done, total = campaign.processed, campaign.total
-    of = f"{total:,} ({100 * done / total:.1f}%)" if campaign.planned and total else "?"
-    if not campaign.planned and total:
-        of = f"{total:,} planned so far"
+    if campaign.planned:
+        of = f"{total:,} ({100 * done / total:.1f}%)" if total else "0"
+    else:
+        of = f"{total:,} planned so far" if total else "?"
     eta = "—" if progress["eta_s"] is None else f"{progress['eta_s']:,.0f} s"
     rate = f"{progress['rate_per_s']:,.1f}/s"
     return f"Campaign {campaign.pk} {campaign.status}: {done:,} of {of}, {rate}, eta {eta}"
@@ -223,6 +224,6 @@ class Command(BaseCommand):
                 exit_on_pause=options["exit_on_pause"],
                 timeout=options["timeout"],
             )
-        except DatabaseError:  # not an outage (those are waited out): what the checks say
+        except DatabaseError as exc:  # not an outage (those are waited out): what the checks say
             self.check()
-            raise
+            raise CommandError(f"The database refused the watch's query: {exc}") from exc
