@@ -206,6 +206,7 @@ class Workers:
         concurrency: int = 2,
         name: str | None = None,
         new_session: bool = False,
+        loglevel: str = "WARNING",
     ) -> subprocess.Popen[bytes]:
         node = name or f"w{len(self.procs)}-{os.getpid()}-{next(_uid_counter)}@%h"
         cmd = [
@@ -225,7 +226,7 @@ class Workers:
             "--without-mingle",
             "--without-heartbeat",
             "-l",
-            "WARNING",
+            loglevel,
         ]
         # new_session: the worker and its forked children form one process group to kill -9
         proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, start_new_session=new_session)

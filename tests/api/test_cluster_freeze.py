@@ -243,7 +243,8 @@ def test_sends_whose_event_streams_are_on_a_frozen_master_are_accepted_and_event
         if u != receiver and port not in {master_port(u), key_port(group_keys.member(u))}
     )
     gid = group_streamed_on(port, sender, receiver)
-    workers.start(queues="messaging", concurrency=1)  # groups' tasks go there too
+    # groups' tasks go there too; INFO: each retry of a publish left for later is logged
+    workers.start(queues="messaging", concurrency=1, loglevel="INFO")
     bff, client = inbox_api("bff-events-freeze"), send_api("send-events-freeze", [sender])
     users = users_api("users-events-freeze")
     unread = f"/users/{receiver}/unread"
