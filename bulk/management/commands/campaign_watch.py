@@ -11,6 +11,7 @@ answers (``--timeout`` still holds).
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -75,23 +76,12 @@ def watch(
     """Poll the campaign and redraw the bar until it ends (or pauses, with ``exit_on_pause``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     reported_pause = ""
-    waiting = _wait_for_stores(campaign_id, console, interval, deadline)  # before any bar
+    polled = _until_answered(campaign_id, console, interval, deadline)  # before any bar
     lines = PlainLines(console)
     with Progress(*_columns(), console=console) as bar:
         task = bar.add_task("", id=campaign_id, status="", rate="0", eta="—", total=None)
+        waiting = functools.partial(bar.update, task, status="waiting")
         while True:
-            polled = _poll(campaign_id)
-            if polled is None:  # a store did not answer: said once, then waited out
-                if not waiting:
-                    console.print(f"Campaign {campaign_id}: {OUTAGE}", soft_wrap=True)
-                waiting = True
-                bar.update(task, status="waiting")
-                _check_deadline(deadline, campaign_id, "waiting for the stores")
-                time.sleep(interval)
-                continue
-            if waiting:
-                console.print(f"Campaign {campaign_id}: the stores answer again.", soft_wrap=True)
-            waiting = False
             campaign, progress = polled
             _show(bar, task, progress, campaign)
             lines.show(campaign, progress)
@@ -108,6 +98,7 @@ def watch(
                 reported_pause = ""
             _check_deadline(deadline, campaign_id, f"still {campaign.status}")
             time.sleep(interval)
+            polled = _until_answered(campaign_id, console, interval, deadline, waiting)
     console.print(summary(campaign), soft_wrap=True)  # one line, however narrow the terminal
     return campaign
 
@@ -149,19 +140,27 @@ def progress_line(campaign: Campaign, progress: dict[str, Any]) -> str:
     return f"Campaign {campaign.pk} {campaign.status}: {done:,} of {of}, {rate}, eta {eta}"
 
 
-def _wait_for_stores(
-    campaign_id: int, console: Console, interval: float, deadline: float | None
-) -> bool:
-    """Poll until the stores answer, before any bar is drawn (a missing campaign: CommandError);
-    True when it had to wait, which it says once, as mid-way."""
-    waited = False
-    while _poll(campaign_id) is None:
-        if not waited:
-            console.print(f"Campaign {campaign_id}: {OUTAGE}", soft_wrap=True)
-        waited = True
+def _until_answered(
+    campaign_id: int,
+    console: Console,
+    interval: float,
+    deadline: float | None,
+    waiting: Callable[[], object] = lambda: None,
+) -> tuple[Campaign, dict[str, Any]]:
+    """The next poll that the stores answer (a missing campaign: CommandError). A store that does
+    not answer is said once, waited out (``waiting`` shows it, ``--timeout`` holds), and its
+    answering again is said too: as the watch starts and mid-way alike."""
+    polled = _poll(campaign_id)
+    if polled is not None:
+        return polled
+    console.print(f"Campaign {campaign_id}: {OUTAGE}", soft_wrap=True)
+    while polled is None:
+        waiting()
         _check_deadline(deadline, campaign_id, "waiting for the stores")
         time.sleep(interval)
-    return waited
+        polled = _poll(campaign_id)
+    console.print(f"Campaign {campaign_id}: the stores answer again.", soft_wrap=True)
+    return polled
 
 
 def _poll(campaign_id: int) -> tuple[Campaign, dict[str, Any]] | None:
